@@ -1,0 +1,122 @@
+#include "decode.h"
+
+#include <cmath>
+#include <string>
+
+#include "bits.h"
+#include "check.h"
+
+namespace grit {
+
+Status grade_plane_bytes(const Grade& g, uint64_t numel, uint64_t bytes[4]) {
+  const Descriptor d = descriptor_for(g, default_placements(g));
+  const int64_t dims[1] = {static_cast<int64_t>(numel)};
+  if (numel > static_cast<uint64_t>(INT64_MAX))
+    return Status::Fail(Error::kOutOfRange, "element count does not fit in int64");
+  PlaneSizes ps;
+  const CheckResult r = expected_plane_bytes(d, dims, 1, &ps);
+  if (!r.ok()) return Status::Fail(Error::kBadLength, describe(r, d));
+  for (int i = 0; i < 4; ++i) bytes[i] = ps.bytes[i];
+  return Status::Ok();
+}
+
+namespace {
+
+struct Reader {
+  const uint8_t* p;
+  int width;      // stored bits per value
+  bool msb;       // MSB-first stream
+  uint32_t at(uint64_t i) const {
+    const uint64_t off = i * static_cast<uint64_t>(width);
+    return msb ? read_bits_msb(p, off, width) : read_bits_lsb(p, off, width);
+  }
+};
+
+int padded(fmt_t f) {
+  const int w = fmt_width(f);
+  return w <= 8 ? 8 : w;
+}
+
+}  // namespace
+
+Status decode(const Grade& g, const Plane planes[4], uint64_t numel, float* out) {
+  static const char* const kPlaneNames[4] = {"data", "scale0", "scale1", "aux"};
+  uint64_t want[4];
+  Status st = grade_plane_bytes(g, numel, want);
+  if (!st.ok()) return st;
+  for (int i = 0; i < 4; ++i) {
+    if (planes[i].size != want[i])
+      return Status::Fail(Error::kBadLength, std::string("plane ") + std::to_string(i) + " (" +
+                                                 kPlaneNames[i] + "): expected " +
+                                                 std::to_string(want[i]) + " bytes, found " +
+                                                 std::to_string(planes[i].size));
+  }
+  const int ew = fmt_width(g.elem);
+  const int ecw = g.pad8 && ew <= 8 ? 8 : ew;
+  // Byte-multiple codes are little-endian; po only orders sub-byte codes.
+  const Reader elem{planes[0].data, ecw, g.msb_first && ecw < 8};
+  const Reader s0{planes[1].data, padded(g.scale0), false};
+  const Reader s1{planes[2].data, g.has_l1 ? fmt_width(g.scale1) : 8, false};
+  const Reader zp{planes[3].data, g.has_zp ? padded(g.zp) : 8, false};
+  const uint64_t per = g.zp_l1 ? 2 : 1;
+  const float nan = canonical_nan();
+
+  uint64_t stored = 0;
+  uint64_t keep = 0;  // survivor mask of the current quad (M <= 32)
+  for (uint64_t i = 0; i < numel; ++i) {
+    uint32_t code;
+    if (g.has_sp) {
+      const uint64_t q = i / g.sp_m, j = i % g.sp_m;
+      if (j == 0) {
+        keep = 0;
+        for (uint32_t n = 0; n < g.sp_n; ++n) {
+          const uint32_t idx = read_bits_lsb(planes[3].data, (q * g.sp_n + n) * g.sp_meta_bits,
+                                             static_cast<int>(g.sp_meta_bits));
+          if (idx < g.sp_m) keep |= 1ull << idx;
+        }
+      }
+      if (!((keep >> j) & 1u)) {
+        out[i] = 0.0f;  // sparsity law: +0.0, before any scale is read
+        continue;
+      }
+      code = elem.at(stored++);
+    } else {
+      code = elem.at(i);
+    }
+    const uint64_t g0 = i / g.k0;
+    float S = fmt_decode(g.scale0, s0.at(g0));
+    uint64_t g1 = 0;
+    if (g.has_l1) {
+      g1 = g.k1 ? g0 / g.k1 : 0;
+      S = fmt_decode(g.scale1, s1.at(per * g1)) * S;
+    }
+    if (std::isnan(S)) {
+      out[i] = nan;
+      continue;
+    }
+    const float e = fmt_decode(g.elem, code);
+    float x;
+    if (g.has_zp) {
+      float z = fmt_decode(g.zp, zp.at(g0));
+      if (g.zp_minus1) z = z + 1.0f;
+      if (g.zp_l1) {
+        const float Z = fmt_decode(g.scale1, s1.at(per * g1 + 1)) * z;
+        if (std::isnan(Z)) {
+          out[i] = nan;
+          continue;
+        }
+        const float se = S * e;
+        x = se - Z;
+      } else {
+        const float ez = e - z;
+        x = S * ez;
+      }
+    } else {
+      x = S * e;
+    }
+    out[i] = std::isnan(x) ? nan : x;
+  }
+  return Status::Ok();
+}
+
+}  // namespace grit

@@ -1,0 +1,40 @@
+// The reference decode (GRIT SPEC 8): what the bytes mean. Scalar, in the
+// contract's fixed order, one binary32 rounding per named step, no FMA.
+// Kernels elsewhere are fast copies of this and are tested against it.
+//
+// Element i of the stream (row-major order with the group axis innermost):
+//   sparse:   quad q=i/M; a position not named by the quad's metadata is +0.0
+//             (this wins over everything below); survivors take the next
+//             stored code in ascending position order.
+//   scale:    g0 = i/k0; S = scale0[g0]; with two levels, g1 = k1 ? g0/k1 : 0
+//             and S = f32(scale1[per*g1] * S), outermost first.
+//   poison:   S is NaN -> NaN.
+//   zp=none:  x = f32(S * e)
+//   zps=shared: x = f32(S * f32(e - z))        (one rounding, not S*e - S*z)
+//   zps=l1:   Z = f32(scale1[per*g1+1] * z); Z NaN -> NaN; x = f32(f32(S*e) - Z)
+//   with z = zp[g0] (+1 under zpc=minus1, the stored-minus-one convention).
+// Every NaN produced is the canonical 0x7FC00000.
+//
+// Bit packing: sub-byte element codes fill each byte low bits first (po=lsb)
+// or high bits first (po=msb); byte-multiple widths are little-endian.
+// Scale and zero-point planes are always padded to 8 bits per value when
+// narrower (ct is for elements only); level-1 scales pack densely.
+#pragma once
+
+#include <cstdint>
+
+#include "descriptor.h"
+#include "grade.h"
+#include "status.h"
+
+namespace grit {
+
+// The plane lengths the grade requires for `numel` stream elements; fails
+// when numel is not a multiple of k0 (or of M, or the group count of k1).
+Status grade_plane_bytes(const Grade& g, uint64_t numel, uint64_t bytes[4]);
+
+// Decode `numel` elements into out[0..numel). Checks every plane length
+// first (kBadLength naming the plane), so it never reads out of bounds.
+Status decode(const Grade& g, const Plane planes[4], uint64_t numel, float* out);
+
+}  // namespace grit

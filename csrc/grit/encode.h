@@ -1,0 +1,41 @@
+// Reference encoders (GRIT SPEC 9, 10): binary32 values -> planes, for the
+// reference grades and their esr/er siblings. Deterministic, scalar, the
+// truth the fast quantize kernels are tested against.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "grade.h"
+#include "status.h"
+
+namespace grit {
+
+struct EncodedPlanes {
+  std::vector<uint8_t> plane[4];  // data, scale0, scale1, aux
+};
+
+enum class ScaleRule { kExp2Floor, kExp2Ceil, kExp2Rne };
+
+// Rounded log2(amax) for a finite amax > 0, exactly (SPEC 9.1/9.2):
+// floor = e_floor; ceil = e_floor + (f > 1); rne = e_floor + (f*f > 2),
+// with f = amax / 2^e_floor in [1, 2), f*f exact in binary64.
+int shared_exp2_exponent(float amax, ScaleRule rule);
+
+// MXFP4 family: e2m1 elements, blocks of 32, e8m0 shared scale.
+Status encode_mxfp4(const float* v, uint64_t n, ScaleRule rule, EncodedPlanes* out);
+// Q4_K-style: u4 elements, u6 sub-block scale and min over 8 sub-blocks of
+// 32, binary16 super-block d and dmin (esr=affineminmax).
+Status encode_q4ks(const float* v, uint64_t n, EncodedPlanes* out);
+// NVFP4: e2m1 elements, blocks of 16, e4m3 block scale, binary32 tensor
+// scale (esr=ratiomaxabs). `elem_rounding` is the grade's er (rne or rtz).
+Status encode_nvf4(const float* v, uint64_t n, Rounding elem_rounding, EncodedPlanes* out);
+// int8 2:4: keep the two largest magnitudes per quad (NaN counts as the
+// largest, ties to the lower index), binary16 scale per 32 logical values.
+Status encode_i8s24(const float* v, uint64_t n, EncodedPlanes* out);
+
+// Dispatch on a grade: any grade whose decode projection and esr/er match
+// one of the encoders above. Others are refused with the reason.
+Status encode(const Grade& g, const float* v, uint64_t n, EncodedPlanes* out);
+
+}  // namespace grit

@@ -1,0 +1,12 @@
+// torch_grit's contract core: GRIT v1.1 in torch-free C++17.
+#pragma once
+
+#include "check.h"
+#include "decode.h"
+#include "descriptor.h"
+#include "encode.h"
+#include "fnv.h"
+#include "format.h"
+#include "grade.h"
+#include "placement.h"
+#include "status.h"

@@ -1,0 +1,23 @@
+#include "status.h"
+
+namespace grit {
+
+const char* error_name(Error e) {
+  switch (e) {
+    case Error::kOk: return "ok";
+    case Error::kMalformed: return "malformed";
+    case Error::kUnknownKey: return "unknown_key";
+    case Error::kDuplicateKey: return "duplicate_key";
+    case Error::kMissingKey: return "missing_key";
+    case Error::kUnknownToken: return "unknown_token";
+    case Error::kNotAnAlias: return "not_an_alias";
+    case Error::kInexpressible: return "inexpressible";
+    case Error::kOutOfRange: return "out_of_range";
+    case Error::kInconsistent: return "inconsistent";
+    case Error::kBadValue: return "bad_value";
+    case Error::kBadLength: return "bad_length";
+  }
+  return "unknown";
+}
+
+}  // namespace grit

@@ -10,10 +10,13 @@ namespace {
 using u128 = unsigned __int128;
 constexpr u128 kHuge = static_cast<u128>(1) << 120;  // saturation point, far above u64
 
+// Saturating product; an overflow check instead of a 128-bit division keeps
+// the level-1 check cheap (same results: a*b > kHuge iff a > kHuge/b).
 u128 mul_sat(u128 a, u128 b) {
   if (a == 0 || b == 0) return 0;
-  if (a >= kHuge || b >= kHuge || a > kHuge / b) return kHuge;
-  return a * b;
+  u128 p;
+  if (a >= kHuge || b >= kHuge || __builtin_mul_overflow(a, b, &p) || p > kHuge) return kHuge;
+  return p;
 }
 uint64_t to_u64_sat(u128 v) { return v > UINT64_MAX ? UINT64_MAX : static_cast<uint64_t>(v); }
 u128 bits_to_bytes(u128 bits) { return bits >= kHuge ? kHuge : (bits + 7) / 8; }
@@ -74,8 +77,11 @@ CheckResult check_placement(const Descriptor& d) {
 
 }  // namespace
 
-CheckResult expected_plane_bytes(const Descriptor& d, const int64_t* dims, size_t rank,
-                                 PlaneSizes* out) {
+// The size equations. `exact` receives the unsaturated plane lengths: a
+// length that does not fit in 64 bits must never match a u64 the caller
+// passes, including UINT64_MAX.
+static CheckResult size_equations(const Descriptor& d, const int64_t* dims, size_t rank,
+                                  PlaneSizes* out, u128 exact[4]) {
   const auto S = CheckStatus::kSizeMismatch;
   bool zero = false;
   for (size_t i = 0; i < rank; ++i) {
@@ -99,7 +105,9 @@ CheckResult expected_plane_bytes(const Descriptor& d, const int64_t* dims, size_
     if (d.sp_m == 0 || axis % d.sp_m != 0) return fail(S, CheckField::kSpM, d.sp_m, axis);
     nnz = numel >= kHuge ? kHuge : numel * d.sp_n / d.sp_m;
   }
-  const u128 g0 = numel >= kHuge ? kHuge : numel / d.k0;
+  const u128 g0 = numel >= kHuge ? kHuge
+                 : numel <= UINT64_MAX ? static_cast<u128>(static_cast<uint64_t>(numel) / d.k0)
+                                       : numel / d.k0;
   u128 g1 = 0;
   if (d.n_levels == 2) {
     if (d.k1 == 0) {
@@ -136,8 +144,17 @@ CheckResult expected_plane_bytes(const Descriptor& d, const int64_t* dims, size_
   out->nnz = to_u64_sat(nnz);
   out->n_groups0 = to_u64_sat(g0);
   out->n_groups1 = to_u64_sat(g1);
-  for (int i = 0; i < 4; ++i) out->bytes[i] = to_u64_sat(bytes[i]);
+  for (int i = 0; i < 4; ++i) {
+    out->bytes[i] = to_u64_sat(bytes[i]);
+    exact[i] = bytes[i];
+  }
   return CheckResult{};
+}
+
+CheckResult expected_plane_bytes(const Descriptor& d, const int64_t* dims, size_t rank,
+                                 PlaneSizes* out) {
+  u128 exact[4];
+  return size_equations(d, dims, rank, out, exact);
 }
 
 CheckResult check_level1(const Descriptor& d, const int64_t* dims, size_t rank,
@@ -165,10 +182,11 @@ CheckResult check_level1(const Descriptor& d, const int64_t* dims, size_t rank,
   if (!r.ok()) return r;
 
   PlaneSizes ps;
-  r = expected_plane_bytes(d, dims, rank, &ps);
+  u128 exact[4];
+  r = size_equations(d, dims, rank, &ps, exact);
   if (!r.ok()) return r;
   for (int i = 0; i < 4; ++i) {
-    if (plane_bytes[i] != ps.bytes[i]) {
+    if (static_cast<u128>(plane_bytes[i]) != exact[i]) {
       r = fail(CheckStatus::kSizeMismatch, CheckField::kPlaneBytes, ps.bytes[i], plane_bytes[i]);
       r.plane = static_cast<int8_t>(i);
       return r;

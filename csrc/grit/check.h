@@ -46,7 +46,8 @@ struct CheckResult {
 };
 
 // The five size equations (SPEC 7.3 step 4). Values that do not fit in 64
-// bits saturate to UINT64_MAX (no u64 plane length can equal them).
+// bits saturate to UINT64_MAX here; check_level1 compares the exact values,
+// so no u64 plane length (UINT64_MAX included) matches them.
 struct PlaneSizes {
   uint64_t numel = 0, nnz = 0, n_groups0 = 0, n_groups1 = 0;
   uint64_t bytes[4] = {0, 0, 0, 0};

@@ -40,6 +40,31 @@ int padded(fmt_t f) {
 }  // namespace
 
 Status decode(const Grade& g, const Plane planes[4], uint64_t numel, float* out) {
+  uint64_t stored = 0;
+  return decode_range(g, planes, numel, 0, numel, &stored, out);
+}
+
+namespace {
+uint32_t survivors(const Grade& g, const Plane planes[4], uint64_t q) {
+  uint32_t keep = 0;
+  for (uint32_t n = 0; n < g.sp_n; ++n) {
+    const uint32_t idx = read_bits_lsb(planes[3].data, (q * g.sp_n + n) * g.sp_meta_bits,
+                                       static_cast<int>(g.sp_meta_bits));
+    if (idx < g.sp_m) keep |= 1u << idx;
+  }
+  return keep;
+}
+}  // namespace
+
+uint64_t sparse_cursor(const Grade& g, const Plane planes[4], uint64_t index) {
+  if (!g.has_sp) return index;
+  uint64_t c = 0;
+  for (uint64_t q = 0; q < index / g.sp_m; ++q) c += static_cast<uint64_t>(__builtin_popcount(survivors(g, planes, q)));
+  return c;
+}
+
+Status decode_range(const Grade& g, const Plane planes[4], uint64_t numel, uint64_t begin,
+                    uint64_t end, uint64_t* stored_io, float* out) {
   static const char* const kPlaneNames[4] = {"data", "scale0", "scale1", "aux"};
   uint64_t want[4];
   Status st = grade_plane_bytes(g, numel, want);
@@ -60,25 +85,29 @@ Status decode(const Grade& g, const Plane planes[4], uint64_t numel, float* out)
   const Reader zp{planes[3].data, g.has_zp ? padded(g.zp) : 8, false};
   const uint64_t per = g.zp_l1 ? 2 : 1;
   const float nan = canonical_nan();
+  if (begin > end || end > numel)
+    return Status::Fail(Error::kOutOfRange, "decode range [" + std::to_string(begin) + ", " +
+                                                std::to_string(end) + ") is outside [0, " +
+                                                std::to_string(numel) + ")");
+  if (g.has_sp && begin % g.sp_m != 0)
+    return Status::Fail(Error::kOutOfRange, "a sparse decode range starts on a multiple of M=" +
+                                                std::to_string(g.sp_m));
+  uint64_t stored = *stored_io;
+  if (g.has_sp && stored > want[0])
+    return Status::Fail(Error::kOutOfRange, "sparse data cursor past the data plane");
 
-  uint64_t stored = 0;
   uint64_t keep = 0;  // survivor mask of the current quad (M <= 32)
-  for (uint64_t i = 0; i < numel; ++i) {
+  for (uint64_t i = begin; i < end; ++i) {
     uint32_t code;
+    float* o = out + (i - begin);
     if (g.has_sp) {
       const uint64_t q = i / g.sp_m, j = i % g.sp_m;
-      if (j == 0) {
-        keep = 0;
-        for (uint32_t n = 0; n < g.sp_n; ++n) {
-          const uint32_t idx = read_bits_lsb(planes[3].data, (q * g.sp_n + n) * g.sp_meta_bits,
-                                             static_cast<int>(g.sp_meta_bits));
-          if (idx < g.sp_m) keep |= 1ull << idx;
-        }
-      }
+      if (j == 0) keep = survivors(g, planes, q);
       if (!((keep >> j) & 1u)) {
-        out[i] = 0.0f;  // sparsity law: +0.0, before any scale is read
+        *o = 0.0f;  // sparsity law: +0.0, before any scale is read
         continue;
       }
+      if (stored >= want[0]) return Status::Fail(Error::kOutOfRange, "sparse data cursor past the data plane");
       code = elem.at(stored++);
     } else {
       code = elem.at(i);
@@ -91,7 +120,7 @@ Status decode(const Grade& g, const Plane planes[4], uint64_t numel, float* out)
       S = fmt_decode(g.scale1, s1.at(per * g1)) * S;
     }
     if (std::isnan(S)) {
-      out[i] = nan;
+      *o = nan;
       continue;
     }
     const float e = fmt_decode(g.elem, code);
@@ -102,7 +131,7 @@ Status decode(const Grade& g, const Plane planes[4], uint64_t numel, float* out)
       if (g.zp_l1) {
         const float Z = fmt_decode(g.scale1, s1.at(per * g1 + 1)) * z;
         if (std::isnan(Z)) {
-          out[i] = nan;
+          *o = nan;
           continue;
         }
         const float se = S * e;
@@ -114,8 +143,9 @@ Status decode(const Grade& g, const Plane planes[4], uint64_t numel, float* out)
     } else {
       x = S * e;
     }
-    out[i] = std::isnan(x) ? nan : x;
+    *o = std::isnan(x) ? nan : x;
   }
+  *stored_io = stored;
   return Status::Ok();
 }
 

@@ -37,4 +37,14 @@ Status grade_plane_bytes(const Grade& g, uint64_t numel, uint64_t bytes[4]);
 // first (kBadLength naming the plane), so it never reads out of bounds.
 Status decode(const Grade& g, const Plane planes[4], uint64_t numel, float* out);
 
+// Decode stream elements [begin, end) into out[0..end-begin), for kernels
+// that work tile by tile. For sparse grades `begin` must be a multiple of M
+// and `*stored` is the data-plane cursor at `begin` (0 at the start); it is
+// advanced to the cursor at `end`. Same checks and values as decode().
+Status decode_range(const Grade& g, const Plane planes[4], uint64_t numel, uint64_t begin,
+                    uint64_t end, uint64_t* stored, float* out);
+
+// The data-plane cursor of a sparse grade at a quad-aligned stream index.
+uint64_t sparse_cursor(const Grade& g, const Plane planes[4], uint64_t index);
+
 }  // namespace grit

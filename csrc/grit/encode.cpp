@@ -266,17 +266,20 @@ Status encode(const Grade& g, const float* v, uint64_t n, EncodedPlanes* out) {
     return r && decode_projection(*r->grade) == decode_projection(g);
   };
   const std::string& esr = g.esr();
-  if (same_decode("MXFP4")) {
+  // er is part of the contract: the MXFP4, Q4KS and I8S24 encoders round
+  // their elements to nearest even, so any other er is refused below.
+  const bool er_rne = g.er() == "rne";
+  if (same_decode("MXFP4") && er_rne) {
     if (esr == "exp2floormaxabs") return encode_mxfp4(v, n, ScaleRule::kExp2Floor, out);
     if (esr == "exp2ceilmaxabs") return encode_mxfp4(v, n, ScaleRule::kExp2Ceil, out);
     if (esr == "exp2rnemaxabs") return encode_mxfp4(v, n, ScaleRule::kExp2Rne, out);
   }
-  if (same_decode("Q4KS") && esr == "affineminmax") return encode_q4ks(v, n, out);
+  if (same_decode("Q4KS") && esr == "affineminmax" && er_rne) return encode_q4ks(v, n, out);
   if (same_decode("NVF4") && esr == "ratiomaxabs") {
     if (g.er() == "rne") return encode_nvf4(v, n, Rounding::kRne, out);
     if (g.er() == "rtz") return encode_nvf4(v, n, Rounding::kRtz, out);
   }
-  if (same_decode("I8S24") && esr == "ratiomaxabs") return encode_i8s24(v, n, out);
+  if (same_decode("I8S24") && esr == "ratiomaxabs" && er_rne) return encode_i8s24(v, n, out);
   return Status::Fail(Error::kInexpressible,
                       "no reference encoder for " + g.canonical +
                           " (encoders exist for the MXFP4, Q4KS, NVF4 and I8S24 families)");

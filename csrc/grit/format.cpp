@@ -275,6 +275,10 @@ Status fmt_encode(fmt_t word, float xf, Rounding rnd, Saturation sat, uint32_t* 
     if (sat == Saturation::kOvfInf && f.has_inf && a > l.mags[n - 1])
       return Status::Fail(Error::kBadValue, "ovfinf overflow is not supported for this format");
     c = l.codes[n - 1];
+  } else if (a < l.mags[0]) {
+    // Below the smallest magnitude (e8m0 has no zero): the smallest code,
+    // as the reference's ladder walk (i = 0) gives. There is no mags[i] <= a.
+    c = l.codes[0];
   } else {
     // Largest i with mags[i] <= a; a < mags[n-1] so i + 1 exists.
     const size_t i = static_cast<size_t>(std::upper_bound(l.mags.begin(), l.mags.end(), a) - l.mags.begin()) - 1;

@@ -247,11 +247,18 @@ Status norm_enum(Domain d, const Tok& t, const char* key, std::string* out) {
 }
 
 bool parse_small_int(const std::string& s, long* out) {
-  // Optional sign, then digits; the value must fit comfortably.
+  // An integer literal as the reference reads one (Python's int()): an
+  // optional sign, then digits with single '_' separators between digits
+  // ("1_0" is 10). The value must fit comfortably.
   size_t i = 0;
   bool neg = false;
   if (i < s.size() && (s[i] == '+' || s[i] == '-')) neg = s[i++] == '-';
-  std::string_view d(s.data() + i, s.size() - i);
+  std::string digits;
+  for (size_t j = i; j < s.size(); ++j) {
+    if (s[j] == '_' && j > i && j + 1 < s.size() && s[j - 1] != '_' && s[j + 1] != '_') continue;
+    digits.push_back(s[j]);
+  }
+  std::string_view d(digits);
   if (!all_digits(d)) return false;
   const std::string z = strip_zeros(d);
   if (z.size() > 9) {
@@ -389,10 +396,16 @@ Status grade_parse(std::string_view text, Grade* out) {
   std::vector<long> at;
   for (size_t i = 0; i < text.size(); ++i) {
     const unsigned char c = static_cast<unsigned char>(text[i]);
-    if (c >= 0x80)
+    if (c >= 0x80) {
+      // The token is the whole UTF-8 sequence, so it stays valid text.
+      size_t len = 1;
+      while (len < 4 && i + len < text.size() &&
+             (static_cast<unsigned char>(text[i + len]) & 0xC0) == 0x80)
+        ++len;
       return Status::Fail(Error::kMalformed,
                           "grade strings are ASCII; found byte 0x" + hex(&c, 1) + " at offset " +
-                              std::to_string(i), std::string(1, text[i]), static_cast<long>(i));
+                              std::to_string(i), std::string(text.substr(i, len)), static_cast<long>(i));
+    }
     if (is_py_space(c)) continue;
     s.push_back(static_cast<char>(c));
     at.push_back(static_cast<long>(i));

@@ -4,17 +4,18 @@
 
 namespace grit {
 namespace {
-struct Row {
-  uint64_t word;
-  const char* name;
-};
-constexpr Row kWellKnown[] = {
+constexpr PlacementRow kWellKnown[] = {
     {kRowMajor, "ROW_MAJOR"},       {kColMajor, "COL_MAJOR"},
     {kSwizzle128x4B, "SWIZZLE_128x4B"}, {kTile16x16, "TILE_16x16"},
     {kBlockAos, "BLOCK_AOS"},       {kLinearMeta, "LINEAR_META"},
     {kMetaM16N8K32, "META_M16N8K32"}, {kPackK4_12B, "PACK_K4_12B"},
 };
 }  // namespace
+
+const PlacementRow* well_known_placements(size_t* count) {
+  *count = sizeof(kWellKnown) / sizeof(kWellKnown[0]);
+  return kWellKnown;
+}
 
 bool placement_known(uint64_t w) {
   if (w == kPlacementUnspecified) return true;

@@ -2,6 +2,7 @@
 // from the numeric contract. Bits 63..60 are the class, 59..0 the payload.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -25,6 +26,11 @@ constexpr unsigned placement_class(uint64_t w) { return static_cast<unsigned>(w 
 bool placement_known(uint64_t w);
 // Diagnostic name: "ROW_MAJOR", "LOCAL_HASH(0x...)", "RESERVED_CLASS_0x3(...)".
 std::string placement_name(uint64_t w);
+struct PlacementRow {
+  uint64_t word;
+  const char* name;
+};
+const PlacementRow* well_known_placements(size_t* count);
 // A well-known constant by name ("ROW_MAJOR"); false if none.
 bool placement_by_name(const std::string& name, uint64_t* out);
 

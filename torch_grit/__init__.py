@@ -1,0 +1,24 @@
+"""torch_grit: GRIT quantized tensors for PyTorch.
+
+A quantized weight carries its numeric contract (a GRIT grade), its layout
+(placement) and its shape in a 64-byte descriptor that every boundary can
+check against the bytes in O(1). The contract is implemented once, in C++
+(csrc/grit); this package is its Python face.
+"""
+
+import torch  # noqa: F401  (loads libc10/libtorch, which the extension links)
+
+from . import _C  # noqa: F401  (the native core; fails loudly if not built)
+from .check import check, digest
+from .codec import decode_planes, encode_planes
+from .descriptor import Descriptor
+from .errors import GradeError, GritCheckError
+from .grade import Grade
+from .placement import Placement, placement_name
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Grade", "Descriptor", "Placement", "check", "digest", "GritCheckError", "GradeError",
+    "encode_planes", "decode_planes", "placement_name",
+]

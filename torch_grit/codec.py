@@ -1,0 +1,41 @@
+"""Reference encode/decode of raw planes, straight from the C++ core.
+
+These are the scalar truth the fast kernels are tested against; use
+``torch_grit.quantize`` for tensors.
+"""
+
+import numpy as np
+
+from . import _C
+from .check import _buffer, _planes4
+from .errors import GradeError
+from .grade import Grade
+
+
+def _raise(err, grade):
+    code, message, token, position = err
+    if code in ("bad_length", "bad_value", "out_of_range"):
+        # The grade parsed fine: the values or planes are what is refused.
+        raise ValueError("%s: %s" % (grade.canonical, message))
+    raise GradeError(message, code=code, token=token, position=position)
+
+
+def encode_planes(grade, values):
+    """binary32 values (stream order) -> [data, scale0, scale1, aux] bytes."""
+    grade = Grade.parse(grade)
+    if hasattr(values, "detach"):
+        values = values.detach().cpu().float().numpy()
+    arr = np.ascontiguousarray(np.asarray(values, dtype=np.float32).reshape(-1))
+    planes, err = _C.encode(grade._native, arr)
+    if err is not None:
+        _raise(err, grade)
+    return planes
+
+
+def decode_planes(grade, planes, numel):
+    """Planes -> float32 numpy array of ``numel`` values, by the reference decode."""
+    grade = Grade.parse(grade)
+    out, err = _C.decode(grade._native, [_buffer(p) for p in _planes4(planes)], int(numel))
+    if err is not None:
+        _raise(err, grade)
+    return np.frombuffer(out, dtype=np.float32).copy()

@@ -1,0 +1,99 @@
+"""``Grade``: the numeric contract, parsed and canonicalised by the C++ core."""
+
+from . import _C
+from .errors import GradeError
+
+_REFERENCE = {short.upper(): canonical for _, short, canonical in _C.reference_grades()}
+_REFERENCE.update({name.upper(): canonical for name, _, canonical in _C.reference_grades()})
+
+
+def _parse_native(text):
+    native, err = _C.grade_parse(text)
+    if err is not None:
+        code, message, token, position = err
+        raise GradeError("grade %r: %s" % (text, message), code=code, token=token, position=position)
+    return native
+
+
+class Grade:
+    """A GRIT grade: canonical string, 64-bit id, every field.
+
+    ``Grade.parse`` takes a canonical string, any accepted spelling, or the
+    name of a reference grade (``"MXFP4"``, ``"GRADE_NVF4"``...). Two grades
+    are equal iff their canonical strings are equal.
+    """
+
+    __slots__ = ("_native",)
+
+    def __init__(self, native):
+        self._native = native
+
+    @classmethod
+    def parse(cls, spec):
+        if isinstance(spec, Grade):
+            return spec
+        if not isinstance(spec, str):
+            raise TypeError("a grade is a Grade or a string, found %s" % type(spec).__name__)
+        canonical = _REFERENCE.get(spec.strip().upper())
+        return cls(_parse_native(canonical if canonical is not None else spec))
+
+    @property
+    def canonical(self):
+        return self._native.canonical
+
+    @property
+    def id(self):
+        """FNV-1a-64 of the canonical string, as an unsigned int."""
+        return self._native.id
+
+    @property
+    def fields(self):
+        """Every key with its canonical value (defaults included)."""
+        return self._native.fields()
+
+    @property
+    def esr(self):
+        return self.fields["esr"]
+
+    @property
+    def projection(self):
+        """The decode-relevant projection: equal projections decode alike."""
+        return self._native.projection()
+
+    @property
+    def name(self):
+        """The reference grade name (``"GRADE_MXFP4"``) or None."""
+        for name, _, canonical in _C.reference_grades():
+            if canonical == self.canonical:
+                return name
+        return None
+
+    def plane_bytes(self, numel):
+        """Byte lengths of the four planes for ``numel`` elements."""
+        return self._native.plane_bytes(int(numel))
+
+    def __eq__(self, other):
+        if isinstance(other, str):
+            try:
+                other = Grade.parse(other)
+            except GradeError:
+                return False
+        return isinstance(other, Grade) and other.canonical == self.canonical
+
+    def __hash__(self):
+        return hash(self.canonical)
+
+    def __str__(self):
+        return self.canonical
+
+    def __repr__(self):
+        name = self.name
+        return "Grade(%r%s)" % (self.canonical, ", %s" % name if name else "")
+
+    def __reduce__(self):
+        return (Grade.parse, (self.canonical,))
+
+
+for _name, _short, _canonical in _C.reference_grades():
+    setattr(Grade, _short, Grade(_parse_native(_canonical)))
+del _name, _short, _canonical

@@ -1,0 +1,136 @@
+// CPU kernels of grit::packed_linear and grit::packed_linear_grad_input: the
+// torch-free reference kernels of csrc/kernels/cpu behind argument checks and
+// at::parallel_for. Threads split the output into disjoint parts and every
+// element is reduced in one fixed order, so results do not depend on the
+// thread count.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include <vector>
+
+#include "kernels/cpu/packed_linear_ref.h"
+#include "ops/op_args.h"
+
+namespace grit_ops {
+namespace {
+
+constexpr int64_t kMinTaskWork = int64_t{1} << 16;  // multiply-adds worth a task
+constexpr int64_t kGradTileRows = 64;               // rows of W decoded per backward step
+
+// x's leading dimensions as one batch dimension (x.numel() / K fails for K = 0).
+int64_t batch_rows(const at::Tensor& t) {
+  int64_t m = 1;
+  for (int64_t d = 0; d + 1 < t.dim(); ++d) m *= t.size(d);
+  return m;
+}
+
+std::vector<int64_t> with_last(c10::IntArrayRef sizes, int64_t last) {
+  std::vector<int64_t> out(sizes.begin(), sizes.end());
+  out.back() = last;
+  return out;
+}
+
+void check_activation(const char* op, const char* name, const at::Tensor& t, int64_t want,
+                      const char* what, c10::IntArrayRef shape) {
+  check_float_arg(op, name, t);
+  TORCH_CHECK_VALUE(t.dim() >= 1, op, ": argument '", name, "' must have at least 1 dimension, found a scalar");
+  TORCH_CHECK_VALUE(t.size(-1) == want, op, ": argument '", name, "' has ", t.size(-1),
+              " features in its last dimension ", shape_str(t.sizes()), ", but the weight of shape ",
+              shape_str(shape), " has ", want, " ", what);
+}
+
+at::Tensor packed_linear_cpu(const at::Tensor& x, const at::Tensor& data, const at::Tensor& scale0,
+                             const at::Tensor& scale1, const at::Tensor& aux,
+                             c10::string_view grade_text, c10::IntArrayRef shape,
+                             const std::optional<at::Tensor>& bias) {
+  const char* op = "grit::packed_linear";
+  const auto grade = grade_arg(op, grade_text);
+  check_weight_shape(op, *grade, shape);
+  const int64_t n = shape[0], k = shape[1];
+  check_activation(op, "x", x, k, "in-features (shape[1])", shape);
+  const PlaneArgs p = plane_args(op, data, scale0, scale1, aux, *grade, shape, x.device());
+  const bool has_bias = bias.has_value() && bias->defined();
+  if (has_bias) {
+    check_float_arg(op, "bias", *bias);
+    TORCH_CHECK_VALUE(bias->dim() == 1 && bias->size(0) == n, op,
+                ": argument 'bias' must have shape [", n, "] (the weight's out-features), found ",
+                shape_str(bias->sizes()));
+    TORCH_CHECK_VALUE(bias->device() == x.device(), op, ": argument 'bias' must be on ", x.device(),
+                " like x, found ", bias->device());
+  }
+
+  const int64_t m = batch_rows(x);
+  const at::Tensor x32 = x.reshape({m, k}).to(at::kFloat).contiguous();
+  at::Tensor y = at::empty({m, n}, x.options().dtype(at::kFloat));
+  if (m > 0 && n > 0) {
+    const at::Tensor b32 = has_bias ? bias->to(at::kFloat).contiguous() : at::Tensor();
+    grit::cpu::PackedWeight w;
+    w.grade = grade.get();
+    for (int i = 0; i < 4; ++i) w.planes[i] = p.plane[i];
+    w.n = n;
+    w.k = k;
+    const float* xp = x32.const_data_ptr<float>();
+    const float* bp = has_bias ? b32.const_data_ptr<float>() : nullptr;
+    float* yp = y.mutable_data_ptr<float>();
+    const int64_t tile_work = std::max<int64_t>(1, m * k * grit::cpu::kLinearTileRows);
+    // Each task decodes its own tiles; at most one task per thread, so the
+    // sparse cursor scan each task starts with stays cheap.
+    at::parallel_for(0, grit::cpu::linear_tile_count(n), std::max<int64_t>(1, kMinTaskWork / tile_work),
+                     [&](int64_t b, int64_t e) {
+                       const grit::Status s = grit::cpu::linear_tiles(w, xp, m, bp, b, e, yp);
+                       TORCH_CHECK(s.ok(), op, ": ", s.message);
+                     });
+  } else if (m > 0 && has_bias) {
+    y.copy_(bias->to(at::kFloat).expand({m, n}));
+  }
+  return y.to(x.scalar_type()).view(with_last(x.sizes(), n));
+}
+
+at::Tensor packed_linear_grad_input_cpu(const at::Tensor& grad_y, const at::Tensor& data,
+                                        const at::Tensor& scale0, const at::Tensor& scale1,
+                                        const at::Tensor& aux, c10::string_view grade_text,
+                                        c10::IntArrayRef shape) {
+  const char* op = "grit::packed_linear_grad_input";
+  const auto grade = grade_arg(op, grade_text);
+  check_weight_shape(op, *grade, shape);
+  const int64_t n = shape[0], k = shape[1];
+  check_activation(op, "grad_y", grad_y, n, "out-features (shape[0])", shape);
+  const PlaneArgs p = plane_args(op, data, scale0, scale1, aux, *grade, shape, grad_y.device());
+
+  const int64_t m = batch_rows(grad_y);
+  at::Tensor gx = at::zeros({m, k}, grad_y.options().dtype(at::kFloat));
+  if (m > 0 && n > 0 && k > 0) {
+    const at::Tensor gy = grad_y.reshape({m, n}).to(at::kFloat).contiguous();
+    grit::cpu::PackedWeight w;
+    w.grade = grade.get();
+    for (int i = 0; i < 4; ++i) w.planes[i] = p.plane[i];
+    w.n = n;
+    w.k = k;
+    const float* gyp = gy.const_data_ptr<float>();
+    float* gxp = gx.mutable_data_ptr<float>();
+    std::vector<float> rows(static_cast<size_t>(std::min(n, kGradTileRows) * k));
+    uint64_t cursor = 0;
+    // Tiles of W in ascending row order; within a tile threads own disjoint
+    // batch rows, so every grad_x element adds its n products in order.
+    for (int64_t r0 = 0; r0 < n; r0 += kGradTileRows) {
+      const int64_t r1 = std::min(n, r0 + kGradTileRows);
+      const grit::Status s = grit::cpu::decode_rows(w, r0, r1, &cursor, rows.data());
+      TORCH_CHECK(s.ok(), op, ": ", s.message);
+      const int64_t row_work = std::max<int64_t>(1, (r1 - r0) * k);
+      at::parallel_for(0, m, std::max<int64_t>(1, kMinTaskWork / row_work), [&](int64_t b, int64_t e) {
+        grit::cpu::grad_input_accumulate(w, gyp, rows.data(), r0, r1, b, e, gxp);
+      });
+    }
+  }
+  return gx.to(grad_y.scalar_type()).view(with_last(grad_y.sizes(), k));
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(grit, CPU, m) {
+  m.impl("packed_linear", &packed_linear_cpu);
+  m.impl("packed_linear_grad_input", &packed_linear_grad_input_cpu);
+}
+
+}  // namespace grit_ops

@@ -1,0 +1,27 @@
+// The grit:: operator schemas, all of them, in one place. Backends register
+// their kernels in their own files (TORCH_LIBRARY_IMPL); the fake (meta)
+// kernels and the autograd formulas live in torch_grit/ops.py, which
+// set_python_module names so torch imports it when it needs them.
+//
+// Planes travel as four 1-D uint8 tensors [data, scale0, scale1, aux] (an
+// absent plane is an empty tensor); the grade as its string (canonical or a
+// reference name such as "MXFP4"); the logical shape as an int list. Groups
+// run along the last dimension, in row-major stream order.
+#include <torch/library.h>
+
+TORCH_LIBRARY(grit, m) {
+  m.set_python_module("torch_grit.ops");
+  m.def("quantize(Tensor w, str grade) -> Tensor[]");
+  m.def(
+      "dequantize(Tensor data, Tensor scale0, Tensor scale1, Tensor aux, str grade, int[] shape, "
+      "ScalarType dtype) -> Tensor");
+  m.def(
+      "packed_linear(Tensor x, Tensor data, Tensor scale0, Tensor scale1, Tensor aux, str grade, "
+      "int[] shape, Tensor? bias) -> Tensor");
+  m.def(
+      "packed_linear_grad_input(Tensor grad_y, Tensor data, Tensor scale0, Tensor scale1, "
+      "Tensor aux, str grade, int[] shape) -> Tensor");
+  m.def(
+      "check(Tensor data, Tensor scale0, Tensor scale1, Tensor aux, str grade, int[] shape) "
+      "-> bool");
+}

@@ -15,10 +15,16 @@ from .descriptor import Descriptor
 from .errors import GradeError, GritCheckError
 from .grade import Grade
 from .placement import Placement, placement_name
+from . import ops  # noqa: F401  (torch.ops.grit.*: fake kernels and autograd)
+from . import nn  # noqa: F401
+from .quantize import quantize_
+# After the submodule import above, which binds torch_grit.quantize to the module.
+from .tensor import GritTensor, quantize, safe_globals
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Grade", "Descriptor", "Placement", "check", "digest", "GritCheckError", "GradeError",
     "encode_planes", "decode_planes", "placement_name",
+    "GritTensor", "quantize", "quantize_", "safe_globals", "nn",
 ]

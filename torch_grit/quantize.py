@@ -1,0 +1,163 @@
+"""``quantize_``: swap a model's layers for packed GRIT layers, in place.
+
+All or nothing: every replacement is built before the first one is installed,
+so a layer that cannot be packed leaves the model exactly as it was. What a
+module kind becomes is a handler registered by type, so a new kind is a new
+handler, not another branch here.
+"""
+
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+from torch import nn
+
+from .grade import Grade
+from .nn import GritLinear
+from .tensor import LOGICAL_DTYPES, GritTensor, fit_error
+
+_HANDLERS = {}  # module type -> handler instance
+
+
+def register_handler(module_type):
+    """Class decorator: packs modules of ``module_type`` (and its subclasses)."""
+    def register(handler_cls):
+        _HANDLERS[module_type] = handler_cls()
+        return handler_cls
+    return register
+
+
+def handler_for(module):
+    for cls in type(module).__mro__:
+        handler = _HANDLERS.get(cls)
+        if handler is not None:
+            return handler
+    return None
+
+
+@register_handler(nn.Linear)
+class LinearHandler:
+    def skip_reason(self, module, grade, fqn):
+        """Why the default filter leaves ``module`` as it is, or None to pack it."""
+        if isinstance(module, nn.modules.linear.NonDynamicallyQuantizableLinear):
+            # MultiheadAttention reads out_proj.weight itself, outside GritLinear.forward.
+            return "NonDynamicallyQuantizableLinear (read directly by nn.MultiheadAttention)"
+        w = module.weight
+        if w.dtype not in LOGICAL_DTYPES:
+            return "weight dtype %s is not a float dtype the grade can pack" % w.dtype
+        return fit_error(tuple(w.shape), grade, name=fqn + ".weight")
+
+    def convert(self, module, grade, fqn):
+        return GritLinear.from_linear(module, grade, name=fqn + ".weight")
+
+    def shape(self, module):
+        return tuple(module.weight.shape)
+
+    def bytes_before(self, module):
+        return module.weight.numel() * module.weight.element_size()
+
+    def bytes_after(self, new_module):
+        return new_module.weight.nbytes_packed
+
+
+@dataclass(frozen=True)
+class LayerReport:
+    """One module a handler could pack: what became of its weight (bias excluded)."""
+    fqn: str
+    kind: str
+    shape: Tuple[int, ...]
+    grade: Optional[str]           # canonical string; None when skipped
+    bytes_before: int
+    bytes_after: int
+    skipped: Optional[str] = None  # why the module was left as it was
+
+    @property
+    def quantized(self):
+        return self.skipped is None
+
+
+def _refuse_quantized(model):
+    for fqn, module in model.named_modules():
+        if isinstance(module, GritLinear):
+            raise ValueError("%s is already a GritLinear: quantize_ packs float models only, and "
+                             "quantizing a reconstruction again compounds the error"
+                             % (fqn or "the model"))
+    for fqn, t in list(model.named_parameters()) + list(model.named_buffers()):
+        if isinstance(t, GritTensor):
+            raise ValueError("%s is already a GritTensor (%s): quantize_ packs float models only"
+                             % (fqn, t.grade_canonical))
+
+
+def quantize_(model, grade, filter_fn=None):
+    """Replace the layers of ``model`` by packed GRIT layers, in place.
+
+    ``grade``: a Grade, canonical string or reference name ("MXFP4").
+    ``filter_fn(module, fqn) -> bool`` is asked about every module a handler
+    can pack (by default, every ``nn.Linear``); without it, a layer is packed
+    when its weight fits the grade and others are left exact (seed 002:
+    exempt what does not fit). Biases, norms and every rank<2 or integer
+    tensor stay as they are. A selected layer that cannot be packed raises
+    before anything is modified. Returns a list of ``LayerReport``.
+    """
+    if isinstance(grade, str) and grade.strip().lower() == "auto":
+        raise ValueError("grade='auto' (a per-tensor choice) is not implemented yet; pass a grade "
+                         "such as 'MXFP4'")
+    grade = Grade.parse(grade)
+    if not isinstance(model, nn.Module):
+        raise TypeError("quantize_ takes an nn.Module; found %s" % type(model).__name__)
+    _refuse_quantized(model)
+
+    chosen, reports, replaced = [], [], set()
+    for fqn, module in model.named_modules():
+        handler = handler_for(module)
+        if handler is None or _inside(fqn, replaced):
+            continue  # a replaced module's children go with it
+        if filter_fn is None:
+            reason = handler.skip_reason(module, grade, fqn or "<root>")
+        else:
+            reason = None if filter_fn(module, fqn) else "filter_fn returned False"
+        if reason is None and fqn == "":
+            raise ValueError("the model itself is a %s: quantize_ replaces children in place; "
+                             "use GritLinear.from_linear(model, grade)" % type(module).__name__)
+        if reason is None:
+            chosen.append((fqn, module, handler))
+            replaced.add(fqn)
+        else:
+            size = handler.bytes_before(module)
+            reports.append(LayerReport(fqn, type(module).__name__, handler.shape(module), None,
+                                       size, size, reason))
+
+    # Build everything first: a failure here raises with the model untouched.
+    built = {}
+    for fqn, module, handler in chosen:
+        new = handler.convert(module, grade, fqn)
+        built[id(module)] = new
+        reports.append(LayerReport(fqn, type(module).__name__, handler.shape(module),
+                                   grade.canonical, handler.bytes_before(module),
+                                   handler.bytes_after(new)))
+    _keep_ties(chosen, built)
+
+    # A module reached under several names is swapped under every one of them.
+    for parent in model.modules():
+        for name, child in list(parent._modules.items()):
+            if child is not None and id(child) in built:
+                setattr(parent, name, built[id(child)])
+    order = {fqn: i for i, (fqn, _) in enumerate(model.named_modules(remove_duplicate=False))}
+    reports.sort(key=lambda r: order.get(r.fqn, len(order)))
+    return reports
+
+
+def _inside(fqn, replaced):
+    parts = fqn.split(".")
+    return any(".".join(parts[:i]) in replaced for i in range(1, len(parts)))
+
+
+def _keep_ties(chosen, built):
+    """Layers that shared one float weight share one packed weight."""
+    first = {}
+    for _, module, _ in chosen:
+        weight = getattr(module, "weight", None)
+        if weight is None:
+            continue
+        owner = first.setdefault(id(weight), built[id(module)])
+        if owner is not built[id(module)]:
+            built[id(module)].weight = owner.weight

@@ -1,0 +1,371 @@
+"""``GritTensor``: a packed GRIT weight that PyTorch can move, save and compile.
+
+The wrapper has the logical shape and dtype of the weight; its bytes are the
+four planes (uint8). Every op PyTorch may apply is either claimed here (moves,
+copies, the transposed-weight marker), claimed in ``linear.py`` (matmuls that
+contract over the group axis), or refused naming the op: a silent dequantize
+would hide a full-size float copy behind an innocent-looking call.
+"""
+
+import hashlib
+
+import torch
+
+from .check import check
+from .descriptor import Descriptor
+from .errors import GroupAxisError, UnsupportedOpError
+from .grade import Grade
+from .placement import Placement
+
+aten = torch.ops.aten
+
+LOGICAL_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
+_DISPATCH = {}  # aten overload -> impl(func, args, kwargs), below autograd
+_FUNCTION = {}  # torch-level callable -> impl(func, args, kwargs), above autograd
+
+
+def implements(ops):
+    """Claim aten overloads for GritTensor (``__torch_dispatch__``)."""
+    def register(fn):
+        for op in ops:
+            _DISPATCH[op] = fn
+        return fn
+    return register
+
+
+def implements_function(funcs):
+    """Claim torch-level functions (``__torch_function__``).
+
+    Claimed here, a matmul reaches the packed op before autograd decomposes
+    it, so the op's own backward runs instead of an aten.mm on the weight.
+    """
+    def register(fn):
+        for f in funcs:
+            _FUNCTION[f] = fn
+        return fn
+    return register
+
+
+def unsupported(func):
+    name = getattr(func, "__name__", str(func))
+    if isinstance(func, torch._ops.OpOverload):
+        name = "aten.%s" % func.overloadpacket.__name__
+    return UnsupportedOpError("GritTensor does not support %s; call .dequantize() first if you "
+                              "want float math on the weight" % name)
+
+
+class GritTensor(torch.Tensor):
+    """A weight ``[out_features, in_features]`` packed to a GRIT grade.
+
+    Groups run along the last axis (``in_features``). ``.t()`` gives a marker
+    view that ``x @ W.t()``, ``torch.mm`` and ``torch.addmm`` consume as the
+    linear layer ``x @ W^T``; a product that would need groups along the other
+    axis is refused (changing the group axis is requantization, not a view).
+    """
+
+    # Declared once: flatten/unflatten, repr and every derived copy read these.
+    PLANE_NAMES = ("data_plane", "scale0_plane", "scale1_plane", "aux_plane")
+    ATTRIBUTE_NAMES = ("grade_canonical", "placement_words", "logical_shape", "logical_dtype",
+                       "transposed")
+
+    @staticmethod
+    def __new__(cls, data_plane, scale0_plane, scale1_plane, aux_plane, grade_canonical,
+                placement_words, logical_shape, logical_dtype, transposed=False):
+        rows, cols = logical_shape
+        size, stride = ((cols, rows), (1, cols)) if transposed else ((rows, cols), (cols, 1))
+        return torch.Tensor._make_wrapper_subclass(cls, size, strides=stride, dtype=logical_dtype,
+                                                   device=data_plane.device, requires_grad=False)
+
+    def __init__(self, data_plane, scale0_plane, scale1_plane, aux_plane, grade_canonical,
+                 placement_words, logical_shape, logical_dtype, transposed=False):
+        self.data_plane = data_plane
+        self.scale0_plane = scale0_plane
+        self.scale1_plane = scale1_plane
+        self.aux_plane = aux_plane
+        self.grade_canonical = grade_canonical
+        self.placement_words = tuple(placement_words)
+        self.logical_shape = tuple(logical_shape)
+        self.logical_dtype = logical_dtype
+        self.transposed = bool(transposed)
+
+    # -- construction with the contract's checks ---------------------------------
+
+    @classmethod
+    def from_planes(cls, planes, grade, shape, dtype=torch.float32, placement=None, name=None):
+        """Wrap existing planes after a level-1 check against the descriptor.
+
+        ``placement`` must be the grade's canonical one: the kernels read no
+        other layout yet, and reading bytes under a placement they were not
+        written in would decode garbage.
+        """
+        grade = Grade.parse(grade)
+        shape = tuple(int(s) for s in shape)
+        label = name or "GritTensor"
+        if len(shape) != 2:
+            raise ValueError("%s: a GritTensor is a 2-D weight [out_features, in_features]; found "
+                             "shape %s" % (label, shape))
+        if dtype not in LOGICAL_DTYPES:
+            raise TypeError("%s: the logical dtype must be one of %s; found %s"
+                            % (label, _dtype_names(), dtype))
+        planes = list(planes)
+        if len(planes) != 4:
+            raise ValueError("%s: expected four planes [data, scale0, scale1, aux]; found %d"
+                             % (label, len(planes)))
+        device = next((p.device for p in planes if isinstance(p, torch.Tensor)),
+                      torch.device("cpu"))
+        planes = [torch.empty(0, dtype=torch.uint8, device=device) if p is None else p
+                  for p in planes]  # an absent plane is an empty one
+        for i, p in enumerate(planes):
+            if not isinstance(p, torch.Tensor) or p.dtype != torch.uint8 or p.dim() != 1:
+                raise TypeError("%s: plane %d must be a 1-D uint8 tensor; found %s"
+                                % (label, i, _describe(p)))
+            if p.device != device:
+                raise ValueError("%s: plane %d is on %s, plane 0 on %s; planes share one device"
+                                 % (label, i, p.device, device))
+        desc = Descriptor(grade, shape)
+        if placement is not None and tuple(placement) != tuple(desc.placement):
+            raise ValueError("%s: placement %r is not the canonical %r for %s; the packed kernels "
+                             "read the canonical layout only (repack first)"
+                             % (label, tuple(placement), desc.placement, grade.canonical))
+        check(desc, planes, tensor=label)
+        return cls(*planes, grade.canonical, tuple(desc.placement), shape, dtype)
+
+    # -- what a GritTensor is, in the contract's words ----------------------------
+
+    @property
+    def grade(self):
+        return Grade.parse(self.grade_canonical)
+
+    @property
+    def placement(self):
+        return Placement(*self.placement_words)
+
+    @property
+    def descriptor(self):
+        """The descriptor of the stored weight (groups along its last axis)."""
+        return Descriptor(self.grade_canonical, self.logical_shape, placement=self.placement_words)
+
+    @property
+    def planes(self):
+        return [getattr(self, n) for n in self.PLANE_NAMES]
+
+    @property
+    def nbytes_packed(self):
+        return sum(p.numel() for p in self.planes)
+
+    def dequantize(self):
+        """The weight as a plain tensor, by the contract's decode."""
+        w = torch.ops.grit.dequantize(*self.planes, self.grade_canonical, list(self.logical_shape),
+                                      self.logical_dtype)
+        return w.t() if self.transposed else w
+
+    def _derive(self, plane_fn=None, **changes):
+        planes = [plane_fn(p) if plane_fn else p for p in self.planes]
+        attrs = [changes.get(n, getattr(self, n)) for n in self.ATTRIBUTE_NAMES]
+        return GritTensor(*planes, *attrs)
+
+    def __repr__(self):
+        grade = self.grade
+        name = " (%s)" % grade.name if grade.name else ""
+        return "GritTensor(grade=%s%s, gid=%s, shape=%s%s, dtype=%s, device=%s, placement=%r)" % (
+            self.grade_canonical, name, self.descriptor.gid, tuple(self.shape),
+            ", transposed view" if self.transposed else "", self.dtype, self.device,
+            self.placement)
+
+    # -- the subclass protocol -----------------------------------------------------
+
+    def _stable_hash_for_caching(self):
+        # Metadata only, never the bytes: it is all a compiled graph specialises on.
+        key = (self.__tensor_flatten__()[1], self.requires_grad,
+               [(tuple(p.shape), p.stride(), str(p.dtype), str(p.device)) for p in self.planes])
+        return hashlib.blake2b(repr(key).encode(), digest_size=16).hexdigest()
+
+    def __tensor_flatten__(self):
+        return list(self.PLANE_NAMES), tuple(getattr(self, n) for n in self.ATTRIBUTE_NAMES)
+
+    @classmethod
+    def __tensor_unflatten__(cls, inner_tensors, ctx, outer_size, outer_stride):
+        return cls(*(inner_tensors[n] for n in cls.PLANE_NAMES), *ctx)
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        impl = _FUNCTION.get(func)
+        if impl is not None:
+            return impl(func, args, kwargs)
+        # No re-wrapping of results (Tensor's default would as_subclass them).
+        with torch._C.DisableTorchFunctionSubclass():
+            return func(*args, **kwargs)
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        impl = _DISPATCH.get(func)
+        if impl is None:
+            raise unsupported(func)
+        return impl(func, args, kwargs or {})
+
+
+def _dtype_names():
+    return ", ".join(str(d) for d in LOGICAL_DTYPES)
+
+
+def _describe(p):
+    if isinstance(p, torch.Tensor):
+        return "%s tensor of shape %s" % (p.dtype, tuple(p.shape))
+    return type(p).__name__
+
+
+# -- moves, copies and views: derived from the declared names ------------------------
+
+@implements([aten.detach.default, aten.alias.default])
+def _detach(func, args, kwargs):
+    return args[0]._derive()
+
+
+@implements([aten.clone.default])
+def _clone(func, args, kwargs):
+    self = args[0]
+    if self.transposed and kwargs.get("memory_format") == torch.contiguous_format:
+        raise GroupAxisError("contiguous() on the transposed view of a GritTensor %s would store "
+                             "W^T row-major with groups along out_features: that is "
+                             "requantization, not a copy (GRIT law); call .dequantize() first"
+                             % (tuple(self.logical_shape),))
+    return self._derive(lambda p: p.clone())
+
+
+@implements([aten._to_copy.default])
+def _to_copy(func, args, kwargs):
+    self = args[0]
+    dtype = kwargs.get("dtype") or self.dtype
+    if dtype not in LOGICAL_DTYPES:
+        raise TypeError("GritTensor cannot become %s: its logical dtype is one of %s (the packed "
+                        "bytes stay as they are); call .dequantize().to(%s) for a float copy"
+                        % (dtype, _dtype_names(), dtype))
+    layout = kwargs.get("layout")
+    if layout not in (None, torch.strided):
+        raise TypeError("GritTensor cannot change layout to %s" % layout)
+    device = kwargs.get("device") or self.device
+    non_blocking = kwargs.get("non_blocking", False)
+    # The bytes move untouched; a dtype change only changes what dequantize returns.
+    return self._derive(lambda p: p.to(device=device, non_blocking=non_blocking, copy=True),
+                        logical_dtype=dtype)
+
+
+@implements([aten.empty_like.default])
+def _empty_like(func, args, kwargs):
+    # Uninitialised planes of the same grade, as torch.empty_like gives: the
+    # meta-device path (Module.to_empty, then load_state_dict) needs it.
+    self = args[0]
+    dtype = kwargs.get("dtype") or self.dtype
+    if dtype not in LOGICAL_DTYPES:
+        raise TypeError("empty_like(GritTensor) keeps a float logical dtype (%s); found %s"
+                        % (_dtype_names(), dtype))
+    device = kwargs.get("device") or self.device
+    return self._derive(lambda p: torch.empty_like(p, device=device), logical_dtype=dtype)
+
+
+@implements([aten.copy_.default])
+def _copy_(func, args, kwargs):
+    dst, src = args[0], args[1]
+    if not isinstance(src, GritTensor) or not isinstance(dst, GritTensor):
+        raise TypeError("copy_ into a GritTensor takes a GritTensor of the same grade; found %s. "
+                        "Copying float values in would be quantization: use torch_grit.quantize"
+                        % type(src).__name__)
+    for attr, what in (("grade_canonical", "grade"), ("logical_shape", "shape"),
+                       ("placement_words", "placement"), ("transposed", "transposed")):
+        if getattr(dst, attr) != getattr(src, attr):
+            raise ValueError("copy_ between GritTensors needs an equal %s: destination has %r, "
+                             "source has %r; copying the bytes would reinterpret them (build the "
+                             "destination like the source, e.g. GritLinear(..., grade=...))"
+                             % (what, getattr(dst, attr), getattr(src, attr)))
+    for d, s in zip(dst.planes, src.planes):
+        d.copy_(s)
+    return dst
+
+
+def _marker_transpose(self):
+    return self._derive(transposed=not self.transposed)
+
+
+@implements([aten.t.default])
+def _t(func, args, kwargs):
+    return _marker_transpose(args[0])
+
+
+@implements([aten.transpose.int])
+def _transpose(func, args, kwargs):
+    self, d0, d1 = args[0], args[1] % 2, args[2] % 2
+    return self._derive() if d0 == d1 else _marker_transpose(self)
+
+
+@implements([aten.permute.default])
+def _permute(func, args, kwargs):
+    dims = [d % 2 for d in args[1]]
+    return _marker_transpose(args[0]) if dims == [1, 0] else args[0]._derive()
+
+
+# -- factory ---------------------------------------------------------------------
+
+def group_size(grade):
+    """Weights per row that a grade's groups tile: k0, or k0*k1 with a second level."""
+    grade = Grade.parse(grade)
+    k0 = int(grade.fields["k0"])
+    k1 = int(grade.fields.get("k1") or 0)
+    return k0 * k1 if k1 > 0 else k0
+
+
+def fit_error(shape, grade, name="weight"):
+    """Why ``shape`` cannot be packed to ``grade`` row by row, or None if it can."""
+    grade = Grade.parse(grade)
+    size = group_size(grade)
+    if len(shape) != 2:
+        return ("%s: quantize takes a 2-D weight [out_features, in_features]; found shape %s"
+                % (name, tuple(shape)))
+    if size <= 0 or shape[1] % size:
+        return ("%s: shape %s cannot be packed to %s: in_features=%d is not a multiple of its "
+                "group size %d (groups run along the last axis and must not straddle rows); "
+                "leave this tensor unquantized or pad in_features"
+                % (name, tuple(shape), grade.canonical, shape[1], size))
+    try:
+        Descriptor(grade, shape).expected_plane_bytes()
+    except ValueError as e:
+        return "%s: shape %s cannot be packed to %s: %s" % (name, tuple(shape), grade.canonical, e)
+    return None
+
+
+def quantize(w, grade, name="weight"):
+    """Pack a 2-D float weight ``[out, in]`` to ``grade``; returns a GritTensor.
+
+    ``grade`` is a Grade, a canonical string or a reference name ("MXFP4").
+    NaN and Inf are legal input: they poison their group as the contract says.
+    """
+    grade = Grade.parse(grade)
+    if isinstance(w, GritTensor):
+        raise ValueError("%s is already a GritTensor (%s): quantizing a reconstruction again "
+                         "compounds the error; start from the original float weight"
+                         % (name, w.grade_canonical))
+    if not isinstance(w, torch.Tensor):
+        raise TypeError("%s: quantize takes a torch.Tensor; found %s" % (name, type(w).__name__))
+    if w.dtype not in LOGICAL_DTYPES:
+        raise TypeError("%s: quantize takes a %s tensor; found %s"
+                        % (name, " / ".join(str(d) for d in LOGICAL_DTYPES), w.dtype))
+    reason = fit_error(tuple(w.shape), grade, name)
+    if reason:
+        raise ValueError(reason)
+    planes = torch.ops.grit.quantize(w.detach().contiguous(), grade.canonical)
+    return GritTensor.from_planes(planes, grade, tuple(w.shape), dtype=w.dtype, name=name)
+
+
+def safe_globals():
+    """What ``torch.load(weights_only=True)`` must allow to rebuild a GritTensor.
+
+    Use ``torch.serialization.add_safe_globals(torch_grit.safe_globals())`` or
+    ``with torch.serialization.safe_globals(torch_grit.safe_globals()):``. The
+    state of a GritTensor is its planes plus strings, ints, a bool and a
+    torch.dtype, all of which the weights-only unpickler already accepts.
+    """
+    return [GritTensor]
+
+
+from . import linear as _linear  # noqa: E402,F401  (registers the matmul family)

@@ -37,6 +37,13 @@ class Grade:
         canonical = _REFERENCE.get(spec.strip().upper())
         return cls(_parse_native(canonical if canonical is not None else spec))
 
+    @staticmethod
+    def int4_groups(group):
+        """Seed 001's signed int4 row-group grade "INT4G<group>" (not a GRIT grade)."""
+        from .int4_groups import Int4Groups
+
+        return Int4Groups(group)
+
     @property
     def canonical(self):
         return self._native.canonical

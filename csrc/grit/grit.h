@@ -8,5 +8,6 @@
 #include "fnv.h"
 #include "format.h"
 #include "grade.h"
+#include "int4_groups.h"
 #include "placement.h"
 #include "status.h"

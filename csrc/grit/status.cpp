@@ -16,6 +16,12 @@ const char* error_name(Error e) {
     case Error::kInconsistent: return "inconsistent";
     case Error::kBadValue: return "bad_value";
     case Error::kBadLength: return "bad_length";
+    case Error::kPayloadLength: return "payload_length";
+    case Error::kScaleCount: return "scale_count";
+    case Error::kBadScale: return "bad_scale";
+    case Error::kReservedCode: return "reserved_code";
+    case Error::kPadding: return "padding";
+    case Error::kNonFinite: return "non_finite";
   }
   return "unknown";
 }

@@ -22,6 +22,13 @@ enum class Error {
   kInconsistent,    // fields that contradict each other (k1 without s1, ...)
   kBadValue,        // an encoder input it refuses (non-finite range, bad count)
   kBadLength,       // a buffer of the wrong size
+  // Readers of stored int4 groups (seed 001), one class per refusal:
+  kPayloadLength,   // packed code bytes != ceil(N/2)
+  kScaleCount,      // scales != R * ceil(C/g)
+  kBadScale,        // a scale that is not finite and > 0
+  kReservedCode,    // the nibble 8 (code -8), which the format reserves
+  kPadding,         // a non-zero high nibble after an odd code count
+  kNonFinite,       // a non-finite weight or reconstruction
 };
 
 const char* error_name(Error e);

@@ -1,0 +1,46 @@
+// Signed 4-bit row groups with binary64 scales (seed 001), torch_grit's
+// "INT4G<g>" grade. For an R x C matrix and group size g, each row splits
+// into ceil(C/g) contiguous groups (a short final group keeps its own scale;
+// groups never cross rows). Per group: a = max|w|, s = a/7 (s = 1 for an
+// all-zero group), q = clamp(round_half_away(w/s), -7, 7), w' = q*s, all in
+// binary64. Codes are two's-complement nibbles in one row-major stream, low
+// nibble first; an odd count leaves a zero high nibble. Nibble 8 (-8) is
+// reserved and refused on read.
+//
+// GRIT v1 cannot carry this grade: its widest scale format is binary32 and
+// its size equations need C % g == 0. Export as GRIT is refused with that
+// reason (int4g_grit_inexpressible), never approximated.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "status.h"
+
+namespace grit {
+
+// N = R*C codes and G = R*ceil(C/g) groups; fails on empty or overflowing
+// shapes and g == 0.
+Status int4g_layout(uint64_t rows, uint64_t cols, uint64_t group, uint64_t* count,
+                    uint64_t* groups);
+
+// One code under a supplied scale: refuses a non-finite value and a scale
+// that is not finite and > 0; a finite ratio beyond the range saturates.
+Status int4g_code(double value, double scale, int* code);
+
+Status int4g_encode(const double* w, uint64_t rows, uint64_t cols, uint64_t group,
+                    std::vector<uint8_t>* packed, std::vector<double>* scales);
+
+// The reader: payload length, scale count, scales, padding, reserved codes
+// and finite reconstructions, each refused with its own error class.
+Status int4g_validate(uint64_t rows, uint64_t cols, uint64_t group, const uint8_t* packed,
+                      uint64_t packed_len, const double* scales, uint64_t n_scales);
+
+// Validate, then reconstruct w' = q*s into out[R*C] (row-major).
+Status int4g_decode(uint64_t rows, uint64_t cols, uint64_t group, const uint8_t* packed,
+                    uint64_t packed_len, const double* scales, uint64_t n_scales, double* out);
+
+// Why the grade cannot be exported as a GRIT v1 descriptor.
+const char* int4g_grit_inexpressible();
+
+}  // namespace grit

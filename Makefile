@@ -9,12 +9,12 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 CMAKE_BUILD := build/cmake
 EXT_SOURCES := $(wildcard csrc/grit/*.cpp csrc/grit/*.h csrc/kernels/cpu/*.cpp csrc/kernels/cpu/*.h csrc/ops/*.cpp csrc/ops/*.h)
 
-.PHONY: demo test test-cpp test-py build bench sysdeps clean
+.PHONY: demo test test-cpp test-py build bench sysdeps clean fuzz test-fuzz test-asan
 
 demo: build
 	$(PY) examples/demo.py
 
-test: build test-cpp test-py
+test: build test-cpp test-py test-fuzz
 
 sysdeps:
 	@bash scripts/install_sysdeps.sh
@@ -41,6 +41,44 @@ test-cpp: sysdeps
 
 test-py: build
 	$(PY) -m pytest tests/python
+
+# libFuzzer harnesses over the core, under ASan + UBSan (clang from apt).
+# `make fuzz FUZZ_SECONDS=N` runs each for N seconds; `make test` runs each
+# for FUZZ_SHORT seconds so a regression shows in CI.
+FUZZERS := fuzz_check fuzz_grade fuzz_decode
+FUZZ_SECONDS ?= 60
+FUZZ_SHORT ?= 10
+FUZZ_FLAGS := -std=c++17 -O1 -g -ffp-contract=off -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Icsrc
+FUZZ_ENV := ASAN_OPTIONS=halt_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+
+build/fuzz/%: tests/fuzz/%.cpp $(wildcard csrc/grit/*.cpp csrc/grit/*.h) | sysdeps
+	@mkdir -p build/fuzz
+	clang++ $(FUZZ_FLAGS) $< csrc/grit/*.cpp -o $@
+
+build/fuzz/seeds: tests/fuzz/make_seeds.py | build
+	$(PY) tests/fuzz/make_seeds.py $@
+
+define run_fuzzers
+	@for f in $(FUZZERS); do \
+	  mkdir -p build/fuzz/corpus/$$f; \
+	  $(FUZZ_ENV) build/fuzz/$$f -max_total_time=$(1) -rss_limit_mb=2048 -malloc_limit_mb=512 \
+	    -print_final_stats=1 build/fuzz/corpus/$$f build/fuzz/seeds/$$f > build/fuzz/$$f.log 2>&1 \
+	    || { tail -40 build/fuzz/$$f.log; echo "$$f: FAILED"; exit 1; }; \
+	  echo "$$f: $$(grep -o 'number_of_executed_units: [0-9]*' build/fuzz/$$f.log), 0 findings"; \
+	done
+endef
+
+fuzz: $(addprefix build/fuzz/,$(FUZZERS)) build/fuzz/seeds
+	$(call run_fuzzers,$(FUZZ_SECONDS))
+
+test-fuzz: $(addprefix build/fuzz/,$(FUZZERS)) build/fuzz/seeds
+	$(call run_fuzzers,$(FUZZ_SHORT))
+
+# The C++ core and its GoogleTest suite under ASan + UBSan.
+test-asan: sysdeps
+	cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGRIT_SANITIZE=ON >/dev/null
+	cmake --build build/asan -j2 --target grit_core_tests
+	ASAN_OPTIONS=halt_on_error=1 UBSAN_OPTIONS=halt_on_error=1 ctest --test-dir build/asan --output-on-failure
 
 bench: build test-cpp
 	$(PY) benchmarks/bench_check.py

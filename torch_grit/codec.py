@@ -39,3 +39,16 @@ def decode_planes(grade, planes, numel):
     if err is not None:
         _raise(err, grade)
     return np.frombuffer(out, dtype=np.float32).copy()
+
+
+def decode_bounds(grade, planes, numel):
+    """Each element's representable range [lo, hi] under its stored scales.
+
+    The decode of every element with the format's most negative and most
+    positive code: a source value outside [lo, hi] was clamped by the encoder.
+    """
+    grade = Grade.parse(grade)
+    lo, hi, err = _C.decode_bounds(grade._native, [_buffer(p) for p in _planes4(planes)], int(numel))
+    if err is not None:
+        _raise(err, grade)
+    return np.frombuffer(lo, dtype=np.float32).copy(), np.frombuffer(hi, dtype=np.float32).copy()

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 
 #include "bits.h"
 #include "check.h"
@@ -63,8 +64,12 @@ uint64_t sparse_cursor(const Grade& g, const Plane planes[4], uint64_t index) {
   return c;
 }
 
-Status decode_range(const Grade& g, const Plane planes[4], uint64_t numel, uint64_t begin,
-                    uint64_t end, uint64_t* stored_io, float* out) {
+namespace {
+// The decode loop. `forced` >= 0 replaces every stored element code (used
+// by decode_bounds); the scale chain, zero points and sparsity are read as
+// stored.
+Status decode_impl(const Grade& g, const Plane planes[4], uint64_t numel, uint64_t begin,
+                   uint64_t end, uint64_t* stored_io, int64_t forced, float* out) {
   static const char* const kPlaneNames[4] = {"data", "scale0", "scale1", "aux"};
   uint64_t want[4];
   Status st = grade_plane_bytes(g, numel, want);
@@ -112,6 +117,7 @@ Status decode_range(const Grade& g, const Plane planes[4], uint64_t numel, uint6
     } else {
       code = elem.at(i);
     }
+    if (forced >= 0) code = static_cast<uint32_t>(forced);
     const uint64_t g0 = i / g.k0;
     float S = fmt_decode(g.scale0, s0.at(g0));
     uint64_t g1 = 0;
@@ -146,6 +152,41 @@ Status decode_range(const Grade& g, const Plane planes[4], uint64_t numel, uint6
     *o = std::isnan(x) ? nan : x;
   }
   *stored_io = stored;
+  return Status::Ok();
+}
+
+// The finite code of largest (or most negative) value a format can store;
+// signed integers stop at -(2^(w-1)-1), the smallest code encode produces.
+uint32_t extreme_code(fmt_t f, bool top) {
+  const FmtInfo fi = fmt_unpack(f);
+  if (fi.is_integer()) {
+    if (fi.is_unsigned) return top ? static_cast<uint32_t>((1ull << fi.width) - 1) : 0u;
+    const uint32_t mag = static_cast<uint32_t>((1ull << (fi.width - 1)) - 1);
+    return top ? mag : static_cast<uint32_t>(((1ull << fi.width) - mag) & ((1ull << fi.width) - 1));
+  }
+  if (f == kBinary16) return top ? 0x7BFFu : 0xFBFFu;
+  if (f == kBinary32) return top ? 0x7F7FFFFFu : 0xFF7FFFFFu;
+  const Ladder l = make_ladder(f);
+  if (l.codes.empty()) return 0;
+  if (fi.sign_bits() == 0) return top ? l.codes.back() : l.codes.front();
+  return top ? l.codes.back() : (l.codes.back() | (1u << (fi.width - 1)));
+}
+}  // namespace
+
+Status decode_range(const Grade& g, const Plane planes[4], uint64_t numel, uint64_t begin,
+                    uint64_t end, uint64_t* stored_io, float* out) {
+  return decode_impl(g, planes, numel, begin, end, stored_io, -1, out);
+}
+
+Status decode_bounds(const Grade& g, const Plane planes[4], uint64_t numel, float* lo, float* hi) {
+  uint64_t c0 = 0, c1 = 0;
+  Status st = decode_impl(g, planes, numel, 0, numel, &c0, extreme_code(g.elem, false), lo);
+  if (!st.ok()) return st;
+  st = decode_impl(g, planes, numel, 0, numel, &c1, extreme_code(g.elem, true), hi);
+  if (!st.ok()) return st;
+  for (uint64_t i = 0; i < numel; ++i) {
+    if (lo[i] > hi[i]) std::swap(lo[i], hi[i]);  // a negative scale flips the range
+  }
   return Status::Ok();
 }
 

@@ -44,6 +44,13 @@ Status decode(const Grade& g, const Plane planes[4], uint64_t numel, float* out)
 Status decode_range(const Grade& g, const Plane planes[4], uint64_t numel, uint64_t begin,
                     uint64_t end, uint64_t* stored, float* out);
 
+// The representable range of every element under its stored scales and
+// zero points: lo[i]/hi[i] decode element i with the format's most negative
+// and most positive finite code (encode's saturation points). A value that
+// lies outside [lo, hi] was clamped by the encoder. Masked (sparse)
+// positions give [0, 0]; a NaN scale gives NaN.
+Status decode_bounds(const Grade& g, const Plane planes[4], uint64_t numel, float* lo, float* hi);
+
 // The data-plane cursor of a sparse grade at a quad-aligned stream index.
 uint64_t sparse_cursor(const Grade& g, const Plane planes[4], uint64_t index);
 

@@ -232,6 +232,19 @@ void bind_contract(py::module_& m) {
     if (!s.ok()) return py::make_tuple(py::none(), status_tuple(s));
     return py::make_tuple(py::bytes(out), py::none());
   });
+  m.def("decode_bounds", [](const grit::Grade& g, const py::sequence& planes, uint64_t numel) -> py::tuple {
+    auto args = planes_from(planes);
+    grit::Plane p[4];
+    for (int i = 0; i < 4; ++i) p[i] = args[i].plane;
+    std::string lo(numel * sizeof(float), '\0'), hi(numel * sizeof(float), '\0');
+    grit::Status s;
+    {
+      py::gil_scoped_release nogil;
+      s = grit::decode_bounds(g, p, numel, reinterpret_cast<float*>(&lo[0]), reinterpret_cast<float*>(&hi[0]));
+    }
+    if (!s.ok()) return py::make_tuple(py::none(), py::none(), status_tuple(s));
+    return py::make_tuple(py::bytes(lo), py::bytes(hi), py::none());
+  });
   m.def("encode", [](const grit::Grade& g, py::buffer values) -> py::tuple {
     py::buffer_info info = values.request();
     if (info.format != py::format_descriptor<float>::format() || info.itemsize != 4)

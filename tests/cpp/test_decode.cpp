@@ -280,3 +280,33 @@ TEST(DecodeGeneric, SignedElementsAndLevelOrder) {
 }
 
 }  // namespace
+
+// decode_bounds: each element's representable range under its own scales.
+TEST(DecodeBounds, ReferenceGradesGiveTheirSaturationPoints) {
+  const grit::Grade& mx = *grit::reference_grade("MXFP4")->grade;
+  std::vector<uint8_t> data(16, 0x00), scale = {0x80};  // one block, scale 2^1
+  grit::Plane p[4] = {{data.data(), 16}, {scale.data(), 1}, {nullptr, 0}, {nullptr, 0}};
+  std::vector<float> lo(32), hi(32);
+  ASSERT_TRUE(grit::decode_bounds(mx, p, 32, lo.data(), hi.data()).ok());
+  EXPECT_EQ(hi[0], 12.0f);
+  EXPECT_EQ(lo[31], -12.0f);
+
+  const grit::Grade& q4 = *grit::reference_grade("Q4KS")->grade;
+  std::vector<uint8_t> qd(128, 0), sc(8, 2), sup = {0x00, 0x3C, 0x00, 0x3C}, mins(8, 3);  // d=dmin=1
+  grit::Plane pq[4] = {{qd.data(), 128}, {sc.data(), 8}, {sup.data(), 4}, {mins.data(), 8}};
+  std::vector<float> lq(256), hq(256);
+  ASSERT_TRUE(grit::decode_bounds(q4, pq, 256, lq.data(), hq.data()).ok());
+  EXPECT_EQ(lq[5], -3.0f);            // S*0 - Z with Z = 1*3
+  EXPECT_EQ(hq[5], 2.0f * 15 - 3.0f);  // S*15 - Z with S = 1*2
+
+  const grit::Grade& i8 = *grit::reference_grade("I8S24")->grade;
+  // Every quad keeps positions 0 and 2: indices (0, 2) are bits 00,10 -> 0x8, two quads a byte.
+  std::vector<uint8_t> d8(16, 0), s16 = {0x00, 0x3C}, meta(4, 0x88);
+  grit::Plane pi[4] = {{d8.data(), 16}, {s16.data(), 2}, {nullptr, 0}, {meta.data(), 4}};
+  std::vector<float> l8(32), h8(32);
+  ASSERT_TRUE(grit::decode_bounds(i8, pi, 32, l8.data(), h8.data()).ok());
+  EXPECT_EQ(h8[0], 127.0f);
+  EXPECT_EQ(l8[0], -127.0f);  // encode never produces -128
+  EXPECT_EQ(h8[1], 0.0f);     // a masked position holds exactly zero
+  EXPECT_EQ(l8[1], 0.0f);
+}

@@ -20,6 +20,8 @@ from . import nn  # noqa: F401
 from .quantize import quantize_
 # After the submodule import above, which binds torch_grit.quantize to the module.
 from .tensor import GritTensor, quantize, safe_globals
+from .checkpoint import load, save
+from .safetensors_io import CheckpointError
 
 __version__ = "0.1.0"
 
@@ -27,4 +29,5 @@ __all__ = [
     "Grade", "Descriptor", "Placement", "check", "digest", "GritCheckError", "GradeError",
     "encode_planes", "decode_planes", "placement_name",
     "GritTensor", "quantize", "quantize_", "safe_globals", "nn",
+    "save", "load", "CheckpointError",
 ]

@@ -46,5 +46,10 @@ def main(argv=None):
     p.add_argument("a")
     p.add_argument("b")
     p.set_defaults(fn=_cmd_explain)
+    from .cli_quantize import add_parser as _add_quantize
+    _add_quantize(sub)
+    from . import cli_scan
+
+    cli_scan.register(sub)  # `scan`, and `explain` on checkpoint files too
     args = parser.parse_args(argv)
     return args.fn(args)

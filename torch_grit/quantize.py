@@ -87,7 +87,34 @@ def _refuse_quantized(model):
                              % (fqn, t.grade_canonical))
 
 
-def quantize_(model, grade, filter_fn=None):
+def _auto_chooser(budget_db, candidates):
+    """grade='auto': per layer, the smallest candidate whose SQNR meets the budget."""
+    from .profile import preview
+
+    grades = [Grade.parse(g) for g in candidates]
+
+    def choose(module, handler, fqn, default_filter):
+        best, tried, first_skip = None, [], None
+        for g in grades:
+            skip = handler.skip_reason(module, g, fqn)
+            if skip is not None:
+                first_skip = first_skip or skip
+                continue
+            p = preview(module.weight.detach().to("cpu").float().numpy(), g)
+            tried.append("%s %.1f dB" % (p.grade, p.sqnr_db))
+            if p.sqnr_db >= budget_db and (best is None or p.bytes < best[1]):
+                best = (g, p.bytes)
+        if best is None:
+            if not tried:
+                return None, first_skip
+            return None, "grade=auto: no candidate meets the %.1f dB budget (%s)" % (
+                budget_db, ", ".join(tried))
+        return best[0], None
+
+    return choose
+
+
+def quantize_(model, grade, filter_fn=None, budget_db=20.0, candidates=("MXFP4", "NVF4", "Q4KS", "I8S24")):
     """Replace the layers of ``model`` by packed GRIT layers, in place.
 
     ``grade``: a Grade, canonical string or reference name ("MXFP4").
@@ -97,11 +124,22 @@ def quantize_(model, grade, filter_fn=None):
     exempt what does not fit). Biases, norms and every rank<2 or integer
     tensor stay as they are. A selected layer that cannot be packed raises
     before anything is modified. Returns a list of ``LayerReport``.
+
+    ``grade="auto"`` chooses per layer, from ``candidates``, the grade with the
+    fewest bytes whose weight SQNR (the real encoder's result, as
+    ``torch_grit.profile`` measures it) is at least ``budget_db``; a layer no
+    candidate meets stays exact and its report says why. Each packed weight's
+    descriptor records its own grade, so a mixed checkpoint describes itself.
     """
     if isinstance(grade, str) and grade.strip().lower() == "auto":
-        raise ValueError("grade='auto' (a per-tensor choice) is not implemented yet; pass a grade "
-                         "such as 'MXFP4'")
-    grade = Grade.parse(grade)
+        choose = _auto_chooser(float(budget_db), candidates)
+    else:
+        fixed = Grade.parse(grade)
+
+        def choose(module, handler, fqn, default_filter):
+            # Without filter_fn, a layer that does not fit stays exact (seed 002);
+            # a layer filter_fn selected must fit, or convert raises.
+            return fixed, handler.skip_reason(module, fixed, fqn) if default_filter else None
     if not isinstance(model, nn.Module):
         raise TypeError("quantize_ takes an nn.Module; found %s" % type(model).__name__)
     _refuse_quantized(model)
@@ -111,15 +149,16 @@ def quantize_(model, grade, filter_fn=None):
         handler = handler_for(module)
         if handler is None or _inside(fqn, replaced):
             continue  # a replaced module's children go with it
-        if filter_fn is None:
-            reason = handler.skip_reason(module, grade, fqn or "<root>")
+        layer_grade, reason = None, None
+        if filter_fn is not None and not filter_fn(module, fqn):
+            reason = "filter_fn returned False"
         else:
-            reason = None if filter_fn(module, fqn) else "filter_fn returned False"
+            layer_grade, reason = choose(module, handler, fqn or "<root>", filter_fn is None)
         if reason is None and fqn == "":
             raise ValueError("the model itself is a %s: quantize_ replaces children in place; "
                              "use GritLinear.from_linear(model, grade)" % type(module).__name__)
         if reason is None:
-            chosen.append((fqn, module, handler))
+            chosen.append((fqn, module, handler, layer_grade))
             replaced.add(fqn)
         else:
             size = handler.bytes_before(module)
@@ -128,11 +167,11 @@ def quantize_(model, grade, filter_fn=None):
 
     # Build everything first: a failure here raises with the model untouched.
     built = {}
-    for fqn, module, handler in chosen:
-        new = handler.convert(module, grade, fqn)
+    for fqn, module, handler, layer_grade in chosen:
+        new = handler.convert(module, layer_grade, fqn)
         built[id(module)] = new
         reports.append(LayerReport(fqn, type(module).__name__, handler.shape(module),
-                                   grade.canonical, handler.bytes_before(module),
+                                   layer_grade.canonical, handler.bytes_before(module),
                                    handler.bytes_after(new)))
     _keep_ties(chosen, built)
 
@@ -154,7 +193,7 @@ def _inside(fqn, replaced):
 def _keep_ties(chosen, built):
     """Layers that shared one float weight share one packed weight."""
     first = {}
-    for _, module, _ in chosen:
+    for _, module, _, _ in chosen:
         weight = getattr(module, "weight", None)
         if weight is None:
             continue

@@ -22,6 +22,9 @@ from .quantize import quantize_
 from .tensor import GritTensor, quantize, safe_globals
 from .checkpoint import load, save
 from .safetensors_io import CheckpointError
+# Functions named like their modules: bound after the submodule import, as quantize is.
+from .profile import profile
+from .report import report
 
 __version__ = "0.1.0"
 
@@ -29,5 +32,5 @@ __all__ = [
     "Grade", "Descriptor", "Placement", "check", "digest", "GritCheckError", "GradeError",
     "encode_planes", "decode_planes", "placement_name",
     "GritTensor", "quantize", "quantize_", "safe_globals", "nn",
-    "save", "load", "CheckpointError",
+    "save", "load", "CheckpointError", "profile", "report",
 ]

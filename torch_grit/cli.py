@@ -48,6 +48,8 @@ def main(argv=None):
     p.set_defaults(fn=_cmd_explain)
     from .cli_quantize import add_parser as _add_quantize
     _add_quantize(sub)
+    from .cli_profile import add_parser as _add_profile
+    _add_profile(sub)
     from . import cli_scan
 
     cli_scan.register(sub)  # `scan`, and `explain` on checkpoint files too

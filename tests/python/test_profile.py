@@ -66,3 +66,24 @@ def test_refuses_quantized_tensors():
     tg.quantize_(m, "MXFP4")
     with pytest.raises(TypeError, match="already quantized"):
         profile(m)
+
+
+def test_cli_profile(tmp_path, capsys):
+    import json
+
+    import safetensors.torch
+
+    from torch_grit.cli import main
+
+    src = tmp_path / "m.safetensors"
+    safetensors.torch.save_file(_model().state_dict(), str(src))
+    before = src.read_bytes()
+    assert main(["profile", str(src), "--budget", "15"]) == 0
+    out = capsys.readouterr().out
+    assert "| 0.weight | (64, 256) | MXFP4" in out and "within the 15.0 dB budget" in out
+    assert main(["profile", str(src), "--json", "--grades", "MXFP4,NVF4"]) == 0
+    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert [x["tensor"] for x in lines[:-1]] == ["0.weight", "2.weight"]
+    assert set(lines[0]["grades"]) == {"MXFP4", "NVF4"} and lines[-1]["summary"]
+    assert src.read_bytes() == before  # writes nothing
+    assert main(["profile", str(tmp_path / "missing.safetensors")]) == 3

@@ -9,7 +9,7 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 CMAKE_BUILD := build/cmake
 EXT_SOURCES := $(wildcard csrc/grit/*.cpp csrc/grit/*.h csrc/kernels/cpu/*.cpp csrc/kernels/cpu/*.h csrc/ops/*.cpp csrc/ops/*.h)
 
-.PHONY: demo test test-cpp test-py build bench sysdeps clean fuzz test-fuzz test-asan
+.PHONY: demo test test-cpp test-py build bench sysdeps clean fuzz test-fuzz test-asan libtorch-example
 
 demo: build
 	$(PY) examples/demo.py
@@ -40,8 +40,18 @@ test-cpp: sysdeps
 	cmake --build $(CMAKE_BUILD) -j2
 	ctest --test-dir $(CMAKE_BUILD) --output-on-failure
 
-test-py: build
+test-py: build libtorch-example
 	$(PY) -m pytest tests/python
+
+# The LibTorch example (examples/cpp): the grit ops built without Python and a
+# C++ program that runs a TorchScript model; tests/python/test_libtorch.py runs
+# it (and builds it itself when this was not run). Incremental, like build.
+LIBTORCH_BUILD := build/libtorch
+libtorch-example: sysdeps $(VENV)/.deps
+	@test -f $(LIBTORCH_BUILD)/build.ninja || cmake -S examples/cpp -B $(LIBTORCH_BUILD) -G Ninja \
+	  -DCMAKE_BUILD_TYPE=Release \
+	  -DCMAKE_PREFIX_PATH="$$($(PY) -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')" >/dev/null
+	cmake --build $(LIBTORCH_BUILD) -j2 --target run_scripted
 
 # libFuzzer harnesses over the core, under ASan + UBSan (clang from apt).
 # `make fuzz FUZZ_SECONDS=N` runs each for N seconds; `make test` runs each

@@ -1,5 +1,7 @@
 """``GritLinear``: ``nn.Linear`` with a packed, frozen GRIT weight."""
 
+from typing import List
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -71,6 +73,11 @@ class GritLinear(nn.Module):
     def forward(self, x):
         return F.linear(x, self.weight, self.bias)
 
+    def __prepare_scriptable__(self):
+        # TorchScript cannot see inside a tensor subclass: torch.jit.script
+        # calls this hook and compiles the twin instead (sharing planes and bias).
+        return ScriptableGritLinear(self)
+
     def extra_repr(self):
         grade = self.weight.grade
         return "in_features=%d, out_features=%d, bias=%s, grade=%s" % (
@@ -78,4 +85,87 @@ class GritLinear(nn.Module):
             grade.name or grade.canonical)
 
 
-__all__ = ["GritLinear"]
+class ScriptableGritLinear(nn.Module):
+    """GritLinear as TorchScript compiles it: the same layer, no tensor subclass.
+
+    ``torch.jit.script`` builds one for every GritLinear it meets (through
+    ``GritLinear.__prepare_scriptable__``). Its planes are plain uint8
+    buffers, the grade its canonical string and the shape an int list, so the
+    forward is a ``grit::packed_linear`` call that a LibTorch program without
+    Python runs once the grit ops library is loaded. It shares the planes and
+    the bias Parameter with the GritLinear it was made from.
+
+    TorchScript's protocol also swaps the twin into the scripted model's
+    parent modules in place. The twin keeps GritLinear's outputs and its
+    state_dict (``weight`` as a GritTensor, ``bias``), so saving or loading
+    that model afterwards works as before.
+    """
+
+    __jit_unused_properties__ = ["weight"]
+
+    in_features: int
+    out_features: int
+    grade: str
+    shape: List[int]
+
+    def __init__(self, layer):
+        if not isinstance(layer, GritLinear):
+            raise TypeError("ScriptableGritLinear takes a GritLinear; found %s"
+                            % type(layer).__name__)
+        super().__init__()
+        w = layer.weight
+        self.in_features = layer.in_features
+        self.out_features = layer.out_features
+        self.grade = w.grade_canonical
+        self.shape = [int(s) for s in w.logical_shape]
+        self._logical_dtype = w.logical_dtype
+        # Not persistent: the state_dict holds them as one GritTensor ``weight``.
+        for name, plane in zip(GritTensor.PLANE_NAMES, w.planes):
+            self.register_buffer(name, plane, persistent=False)
+        self.register_parameter("bias", layer.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.ops.grit.packed_linear(x, self.data_plane, self.scale0_plane,
+                                            self.scale1_plane, self.aux_plane, self.grade,
+                                            self.shape, self.bias)
+
+    @property
+    def weight(self):
+        """The planes as a GritTensor (checked against grade and shape)."""
+        planes = [getattr(self, n) for n in GritTensor.PLANE_NAMES]
+        return GritTensor.from_planes(planes, self.grade, self.shape, dtype=self._logical_dtype)
+
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        destination[prefix + "weight"] = self.weight
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
+                              unexpected_keys, error_msgs):
+        key = prefix + "weight"
+        src = state_dict.get(key)
+        if src is None:
+            missing_keys.append(key)
+        elif (not isinstance(src, GritTensor) or src.transposed or src.grade_canonical != self.grade
+              or list(src.logical_shape) != self.shape):
+            found = (src.grade_canonical + " " + str(tuple(src.logical_shape))
+                     if isinstance(src, GritTensor) else type(src).__name__)
+            error_msgs.append(
+                "%s: expected a GritTensor of grade %s and shape %s; found %s (copying other "
+                "bytes in would reinterpret them)" % (key, self.grade, tuple(self.shape), found))
+        else:
+            with torch.no_grad():
+                for name, plane in zip(GritTensor.PLANE_NAMES, src.planes):
+                    getattr(self, name).copy_(plane)
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
+                                      unexpected_keys, error_msgs)
+        if key in unexpected_keys:
+            unexpected_keys.remove(key)
+
+    def extra_repr(self):
+        grade = Grade.parse(self.grade)
+        return "in_features=%d, out_features=%d, bias=%s, grade=%s" % (
+            self.in_features, self.out_features, self.bias is not None,
+            grade.name or grade.canonical)
+
+
+__all__ = ["GritLinear", "ScriptableGritLinear"]

@@ -133,6 +133,25 @@ def _plane_bytes_affine(g: Grade, numel) -> List:
     return [b + (-((-(s - b) * numel) // unit)) for b, s in zip(base, step)]
 
 
+_PLANE_NAMES = ("data", "scale0", "scale1", "aux")
+
+
+def _check_one_device(op, anchor_name, anchor, planes, bias=None):
+    """The device rule of the real kernels, in the fakes too.
+
+    A plane on the meta device next to a CPU input would otherwise dispatch
+    here (Meta outranks CPU) and hand back an uninitialised CPU tensor.
+    """
+    named = [("plane '%s'" % n, p) for n, p in zip(_PLANE_NAMES, planes)]
+    if bias is not None:
+        named.append(("argument 'bias'", bias))
+    for name, t in named:
+        torch._check_value(t.device == anchor.device, lambda: (
+            "%s: %s is on %s but %s is on %s; every tensor argument must be on one device "
+            "(move the layer or the input with .to())"
+            % (op, name, t.device, anchor_name, anchor.device)))
+
+
 @torch.library.register_fake("grit::quantize")
 def _quantize_fake(w, grade):
     torch._check(w.dim() == 2, lambda: "grit::quantize: w must be 2-D [out, in], found %d dims" % w.dim())
@@ -143,11 +162,13 @@ def _quantize_fake(w, grade):
 
 @torch.library.register_fake("grit::dequantize")
 def _dequantize_fake(data, scale0, scale1, aux, grade, shape, dtype):
+    _check_one_device("grit::dequantize", "plane 'data'", data, (data, scale0, scale1, aux))
     return data.new_empty(shape, dtype=dtype)
 
 
 @torch.library.register_fake("grit::packed_linear")
 def _packed_linear_fake(x, data, scale0, scale1, aux, grade, shape, bias):
+    _check_one_device("grit::packed_linear", "argument 'x'", x, (data, scale0, scale1, aux), bias)
     torch._check(len(shape) == 2, lambda: "grit::packed_linear: shape must be [out, in], found %s" % (shape,))
     torch._check(x.shape[-1] == shape[1],
                  lambda: "grit::packed_linear: x has %s in-features, the weight %s" % (x.shape[-1], shape[1]))
@@ -156,6 +177,8 @@ def _packed_linear_fake(x, data, scale0, scale1, aux, grade, shape, bias):
 
 @torch.library.register_fake("grit::packed_linear_grad_input")
 def _packed_linear_grad_input_fake(grad_y, data, scale0, scale1, aux, grade, shape):
+    _check_one_device("grit::packed_linear_grad_input", "argument 'grad_y'", grad_y,
+                      (data, scale0, scale1, aux))
     torch._check(len(shape) == 2, lambda: "grit::packed_linear_grad_input: shape must be [out, in]")
     return grad_y.new_empty((*grad_y.shape[:-1], shape[1]))
 

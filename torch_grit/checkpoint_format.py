@@ -170,6 +170,16 @@ def write_units(path, units, fill, max_shard_size=None, on_unit=None):
     written. Atomic: see AtomicFiles.
     """
     groups, targets, index_path = plan_shards(path, units, max_shard_size)
+    try:
+        return _write_planned(groups, targets, index_path, units, fill, on_unit)
+    except OSError as e:
+        if e.filename is not None:  # open/rename errors already name their file
+            raise
+        # a write or fsync error (ENOSPC, EFBIG, EIO) names no file: name the checkpoint
+        raise OSError(e.errno, "%s while writing the checkpoint" % e.strerror, str(path)) from e
+
+
+def _write_planned(groups, targets, index_path, units, fill, on_unit):
     shard_of = {}
     plans = []
     with AtomicFiles() as out:

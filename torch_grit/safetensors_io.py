@@ -126,7 +126,7 @@ def parse_json_object(text, path, what):
     except CheckpointError as e:
         raise CheckpointError("%s: %s" % (what, e.args[0].split(": ", 1)[-1]), path,
                               field=e.field, found=e.found) from None
-    except ValueError as e:
+    except (ValueError, RecursionError) as e:  # RecursionError: nesting deeper than the C stack allows
         raise CheckpointError("%s is not valid JSON: %s" % (what, e), path, field="json") from None
     if not isinstance(obj, dict):
         raise CheckpointError("%s must be a JSON object; found %s" % (what, type(obj).__name__),
@@ -187,7 +187,7 @@ def read_header(path):
             raise CheckpointError("an entry is an object with exactly dtype, shape and data_offsets; "
                                   "found %r" % (info,), path, name, field="entry")
         dtype, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
-        if dtype not in DTYPES:
+        if not isinstance(dtype, str) or dtype not in DTYPES:  # a list or object is unhashable
             raise CheckpointError("unknown dtype %r" % (dtype,), path, name, field="dtype",
                                   expected=sorted(DTYPES), found=dtype)
         if not isinstance(shape, list) or not all(_is_int(s) and s >= 0 for s in shape):
@@ -198,6 +198,13 @@ def read_header(path):
             raise CheckpointError("data_offsets must be [begin, end] with 0 <= begin <= end; "
                                   "found %r" % (offsets,), path, name, field="data_offsets",
                                   found=offsets)
+        numel = 1
+        for s in shape:  # stock safetensors multiplies in 64 bits and refuses an overflow
+            numel *= s
+            if numel >= 1 << 64:
+                raise CheckpointError("the shape's element count overflows 64 bits", path, name,
+                                      field="shape", expected="< 2**64 elements",
+                                      found="%d dims" % len(shape))
         want = entry_nbytes(dtype, shape)
         if want != offsets[1] - offsets[0]:
             raise CheckpointError("dtype %s shape %s needs %s bytes; data_offsets %r give %d"

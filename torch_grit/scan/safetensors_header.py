@@ -80,6 +80,16 @@ def _dims_ok(shape):
     return True
 
 
+def _refuse_duplicates(pairs):
+    """JSON readers disagree on a repeated key (first or last wins), so the header is refused."""
+    obj = {}
+    for key, value in pairs:
+        if key in obj:
+            raise Unparseable("duplicate_key", "the header names %r twice" % key[:200])
+        obj[key] = value
+    return obj
+
+
 def read_header(path):
     """Parse the header of ``path``; raise ``Unparseable`` with a reason."""
     try:
@@ -105,7 +115,7 @@ def read_header(path):
         raise Unparseable("header_not_json", "the header must be a JSON object starting with '{', found %r"
                           % blob[:8])
     try:
-        header = json.loads(blob.decode("utf-8"))
+        header = json.loads(blob.decode("utf-8"), object_pairs_hook=_refuse_duplicates)
     except UnicodeDecodeError as exc:
         raise Unparseable("header_not_utf8", "header byte %d is not UTF-8" % exc.start) from None
     except (ValueError, RecursionError) as exc:
@@ -126,7 +136,7 @@ def read_header(path):
         if not isinstance(info, dict):
             raise Unparseable("bad_entry", "%s: a tensor entry is an object, found %s" % (name, type(info).__name__))
         dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
-        if dtype not in DTYPE_BITS:
+        if not isinstance(dtype, str) or dtype not in DTYPE_BITS:  # a list or object is unhashable
             raise Unparseable("bad_dtype", "%s: dtype %r is not a safetensors dtype" % (name, dtype))
         if not isinstance(shape, list) or len(shape) > MAX_RANK or not _dims_ok(shape):
             raise Unparseable("bad_shape", "%s: shape must be a list of at most %d non-negative integers, found %r"

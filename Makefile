@@ -9,13 +9,13 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 CMAKE_BUILD := build/cmake
 EXT_SOURCES := $(wildcard csrc/grit/*.cpp csrc/grit/*.h csrc/kernels/cpu/*.cpp csrc/kernels/cpu/*.h csrc/ops/*.cpp csrc/ops/*.h)
 
-.PHONY: demo test test-cpp test-py build bench sysdeps clean fuzz test-fuzz test-asan libtorch-example
+.PHONY: demo test test-cpp test-py build bench sysdeps clean fuzz test-fuzz test-asan libtorch-example test-cuda-compile
 
 demo: build
 	$(PY) examples/demo.py
 	$(PY) examples/checkpoint_demo.py
 
-test: build test-cpp test-py test-fuzz
+test: build test-cpp test-py test-fuzz test-cuda-compile
 
 sysdeps:
 	@bash scripts/install_sysdeps.sh
@@ -84,6 +84,18 @@ fuzz: $(addprefix build/fuzz/,$(FUZZERS)) build/fuzz/seeds
 
 test-fuzz: $(addprefix build/fuzz/,$(FUZZERS)) build/fuzz/seeds
 	$(call run_fuzzers,$(FUZZ_SHORT))
+
+# Every CUDA kernel file compiles with plain nvcc for sm_80 and sm_90, GPU or
+# not, so a CUDA compile break cannot land (the GPU itself: benchmarks/gpu_check.sh).
+NVCC ?= $(shell command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+NVCC_ARCHS := -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
+test-cuda-compile:
+	@test -x "$(NVCC)" || { echo "test-cuda-compile: nvcc not found; install the CUDA toolkit or set NVCC=/path/to/nvcc"; exit 1; }
+	@mkdir -p build/cuda
+	@for f in $(wildcard csrc/kernels/cuda/*.cu); do \
+	  $(NVCC) -std=c++17 -O3 -fmad=false -Icsrc $(NVCC_ARCHS) -c $$f -o build/cuda/$$(basename $$f .cu).o || exit 1; \
+	  echo "$$f: compiles for sm_80 and sm_90"; \
+	done
 
 # The C++ core and its GoogleTest suite under ASan + UBSan.
 test-asan: sysdeps

@@ -83,8 +83,10 @@ def packed_linear(x: Tensor, planes: Planes, grade: GradeLike, shape: Sequence[i
 
     ``x`` is ``[..., in]`` of float32, bfloat16 or float16 and ``y`` has
     ``x``'s dtype. Products and sums are float32, each output element is
-    reduced in ascending ``in`` order (results do not depend on the thread
-    count) and the bias is added last. ``W`` is decoded tile by tile, never
+    reduced in one fixed order (on CPU ascending ``in``, every instruction
+    set alike; on CUDA the order csrc/kernels/cuda/packed_linear_cuda.h
+    gives), so results do not depend on the thread count, and the bias is
+    added last. ``W`` is decoded tile by tile, never
     as a whole. Differentiable in ``x`` and ``bias``.
     """
     return torch.ops.grit.packed_linear.default(x, *_planes4(planes), _grade_str(grade),

@@ -1,14 +1,18 @@
 // CPU kernels of grit::packed_linear and grit::packed_linear_grad_input: the
-// torch-free reference kernels of csrc/kernels/cpu behind argument checks and
-// at::parallel_for. Threads split the output into disjoint parts and every
-// element is reduced in one fixed order, so results do not depend on the
-// thread count.
+// torch-free kernels of csrc/kernels/cpu behind argument checks and
+// at::parallel_for. The forward runs the instruction-set variant chosen at
+// start-up (packed_linear_cpu.h; GRIT_CPU_ISA overrides), every variant
+// bit-identical to the reference. Threads split the output into disjoint
+// 16-row tiles and every element is reduced in one fixed order, so results
+// do not depend on the thread count.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
+#include <atomic>
 #include <vector>
 
+#include "kernels/cpu/packed_linear_cpu.h"
 #include "kernels/cpu/packed_linear_ref.h"
 #include "ops/op_args.h"
 
@@ -73,14 +77,31 @@ at::Tensor packed_linear_cpu(const at::Tensor& x, const at::Tensor& data, const 
     const float* xp = x32.const_data_ptr<float>();
     const float* bp = has_bias ? b32.const_data_ptr<float>() : nullptr;
     float* yp = y.mutable_data_ptr<float>();
+    grit::cpu::Isa isa;
+    const grit::Status sel = grit::cpu::active_isa(&isa);
+    TORCH_CHECK_VALUE(sel.ok(), op, ": ", sel.message);
+    grit::cpu::LinearPlan plan;
+    grit::cpu::make_plan(w, &plan);
+    const grit::cpu::KernelTable& kt = grit::cpu::kernels_for(isa);
     const int64_t tile_work = std::max<int64_t>(1, m * k * grit::cpu::kLinearTileRows);
+    const int64_t grain = std::max<int64_t>(1, kMinTaskWork / tile_work);
+    std::atomic<bool> fallback{false};
     // Each task decodes its own tiles; at most one task per thread, so the
-    // sparse cursor scan each task starts with stays cheap.
-    at::parallel_for(0, grit::cpu::linear_tile_count(n), std::max<int64_t>(1, kMinTaskWork / tile_work),
-                     [&](int64_t b, int64_t e) {
-                       const grit::Status s = grit::cpu::linear_tiles(w, xp, m, bp, b, e, yp);
-                       TORCH_CHECK(s.ok(), op, ": ", s.message);
-                     });
+    // sparse cursor scan each reference task starts with stays cheap.
+    at::parallel_for(0, grit::cpu::linear_tile_count(n), grain, [&](int64_t b, int64_t e) {
+      bool fb = false;
+      const grit::Status s = kt.linear_tiles(plan, xp, m, bp, b, e, yp, &fb);
+      TORCH_CHECK(s.ok(), op, ": ", s.message);
+      if (fb) fallback.store(true);
+    });
+    // Planes the fast decoder cannot take (a sparse quad naming one position
+    // twice): the reference kernel recomputes every tile.
+    if (fallback.load()) {
+      at::parallel_for(0, grit::cpu::linear_tile_count(n), grain, [&](int64_t b, int64_t e) {
+        const grit::Status s = grit::cpu::linear_tiles(w, xp, m, bp, b, e, yp);
+        TORCH_CHECK(s.ok(), op, ": ", s.message);
+      });
+    }
   } else if (m > 0 && has_bias) {
     y.copy_(bias->to(at::kFloat).expand({m, n}));
   }

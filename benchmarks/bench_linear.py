@@ -1,0 +1,191 @@
+"""packed_linear on CPU against F.linear and aten's int4 kernel, from DRAM.
+
+A benchmark, not a test: it prints one markdown table (and the targets of
+issue 4, met or missed). For each weight shape [out, in] and batch size it
+times
+
+  - F.linear, float32 weights and activations;
+  - F.linear, bfloat16 weights and activations;
+  - torch.ops.aten._weight_int4pack_mm_for_cpu at group 32 (weights packed
+    with _convert_weight_to_int4pack_for_cpu, bfloat16 scales and zeros),
+    bfloat16 activations;
+  - torch.ops.grit.packed_linear for each GRIT grade, bfloat16 activations.
+
+Every row cycles through a set of layers whose float32 weights total at
+least --min-mb (default 512 MB, more than any last-level cache), so each
+call reads its weight from DRAM. Columns: median time per call, speedup
+over float32 F.linear and over the aten int4 kernel, and the effective
+weight bandwidth (weight bytes read per call / time), also as a share of
+the read bandwidth measured in the same run (a streaming sum over a 1 GiB
+buffer).
+
+    .venv/bin/python benchmarks/bench_linear.py            # the full table (a few minutes)
+    .venv/bin/python benchmarks/bench_linear.py --min-mb 64 --shapes 4096x4096   # a quick look
+"""
+
+import argparse
+import math
+import platform
+import statistics
+import subprocess
+import time
+
+import torch
+import torch.nn.functional as F
+
+from torch_grit import _C, ops
+
+GRADES = ("MXFP4", "NVF4", "Q4KS", "I8S24")
+DEFAULT_SHAPES = ("4096x4096", "4096x11008", "11008x4096")  # [out, in]
+BATCHES = (1, 8, 32)
+INT4_GROUP = 32
+
+
+def cpu_name():
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+        for line in out.splitlines():
+            if line.startswith("Model name:"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def median_time(calls, rounds):
+    """Median over rounds of (one pass over all calls) / len(calls)."""
+    for c in calls:  # warm-up pass: allocator, threads, code
+        c()
+    times = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for c in calls:
+            c()
+        times.append((time.perf_counter() - t0) / len(calls))
+    return statistics.median(times)
+
+
+def read_bandwidth(rounds):
+    buf = torch.ones(1 << 28)  # 1 GiB of float32
+    buf.sum()
+    best = min(_timed(buf.sum) for _ in range(rounds))
+    del buf
+    return (1 << 30) / best
+
+
+def _timed(fn):
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def int4_pack(w):
+    """Asymmetric 4-bit, groups of 32 along in: w ~ (q - 8) * scale + zero."""
+    n, k = w.shape
+    g = w.reshape(n, k // INT4_GROUP, INT4_GROUP)
+    lo, hi = g.amin(-1, keepdim=True), g.amax(-1, keepdim=True)
+    scale = ((hi - lo) / 15).clamp_min(1e-12)
+    q = ((g - lo) / scale).round().clamp(0, 15).to(torch.int32).reshape(n, k)
+    zero = lo + scale * 8
+    packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1)
+    sz = torch.stack([scale.squeeze(-1), zero.squeeze(-1)], -1).transpose(0, 1).contiguous()
+    return packed, sz.to(torch.bfloat16)
+
+
+def bench_shape(n, k, min_bytes, rounds, results):
+    layers = max(1, math.ceil(min_bytes / (n * k * 4)))
+    gen = torch.Generator().manual_seed(0)
+    w32 = [torch.randn(n, k, generator=gen) for _ in range(layers)]
+    w16 = [w.to(torch.bfloat16) for w in w32]
+    int4 = [int4_pack(w) for w in w32]
+    grit = {}
+    for g in GRADES:
+        # One encode, then a private copy of its bytes per layer: the same
+        # values, distinct memory, so every call still reads from DRAM.
+        planes = ops.quantize(w32[0], g)
+        grit[g] = [[p.clone() for p in planes] for _ in range(layers)]
+
+    wbytes = {
+        "F.linear float32": n * k * 4,
+        "F.linear bfloat16": n * k * 2,
+        "aten int4 (g32)": int4[0][0].numel() * int4[0][0].element_size()
+        + int4[0][1].numel() * int4[0][1].element_size(),
+    }
+    for g in GRADES:
+        wbytes["GRIT " + g] = sum(p.numel() for p in grit[g][0])
+
+    for m in BATCHES:
+        x32 = torch.randn(m, k, generator=gen)
+        x16 = x32.to(torch.bfloat16)
+        rows = {
+            "F.linear float32": ("float32", [lambda w=w: F.linear(x32, w) for w in w32]),
+            "F.linear bfloat16": ("bfloat16", [lambda w=w: F.linear(x16, w) for w in w16]),
+            "aten int4 (g32)": ("bfloat16", [
+                lambda p=p, sz=sz: torch.ops.aten._weight_int4pack_mm_for_cpu(x16, p, INT4_GROUP, sz)
+                for p, sz in int4]),
+        }
+        for g in GRADES:
+            rows["GRIT " + g] = ("bfloat16", [
+                lambda pl=pl, g=g: torch.ops.grit.packed_linear(x16, *pl, g, [n, k], None)
+                for pl in grit[g]])
+        for name, (xdt, calls) in rows.items():
+            t = median_time(calls, rounds)
+            results.append(dict(shape="%dx%d" % (n, k), batch=m, row=name, x=xdt, t=t,
+                                bytes=wbytes[name], layers=layers))
+    del w32, w16, int4, grit
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--shapes", nargs="+", default=list(DEFAULT_SHAPES), help="[out]x[in] weights")
+    ap.add_argument("--min-mb", type=float, default=512, help="float32 weight set per row, MB")
+    ap.add_argument("--rounds", type=int, default=5, help="timed passes over the layer set")
+    args = ap.parse_args()
+
+    bw = read_bandwidth(args.rounds)
+    results = []
+    for s in args.shapes:
+        n, k = (int(v) for v in s.lower().split("x"))
+        bench_shape(n, k, args.min_mb * 1e6, args.rounds, results)
+
+    print("## packed_linear on CPU (weights from DRAM)\n")
+    print("Machine: %s, %d threads, torch %s, GRIT CPU kernels: %s. Read bandwidth measured "
+          "in this run: %.1f GB/s. Weight sets >= %d MB float32 per row, cycled.\n"
+          % (cpu_name(), torch.get_num_threads(), torch.__version__, _C.cpu_isa(), bw / 1e9,
+             args.min_mb))
+    print("| shape [out x in] | batch | kernel | x | layers | time (us) | vs f32 F.linear "
+          "| vs aten int4 | weight GB/s | % of read BW |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    ref = {(r["shape"], r["batch"], r["row"]): r for r in results}
+    for r in results:
+        f32 = ref[(r["shape"], r["batch"], "F.linear float32")]["t"]
+        i4 = ref[(r["shape"], r["batch"], "aten int4 (g32)")]["t"]
+        gbs = r["bytes"] / r["t"]
+        print("| %s | %d | %s | %s | %d | %.0f | %.2fx | %.2fx | %.1f | %.0f%% |"
+              % (r["shape"], r["batch"], r["row"], r["x"], r["layers"], r["t"] * 1e6, f32 / r["t"],
+                 i4 / r["t"], gbs / 1e9, 100 * gbs / bw))
+
+    print("\nTargets (issue 4), per shape:")
+    for s in sorted({r["shape"] for r in results}, key=args.shapes.index):
+        f32_1 = ref.get((s, 1, "F.linear float32"))
+        if f32_1 is None:
+            continue
+        mx = ref[(s, 1, "GRIT MXFP4")]
+        i4 = ref[(s, 1, "aten int4 (g32)")]
+        share = mx["bytes"] / mx["t"] / bw
+        checks = [
+            ("batch 1, MXFP4 >= 6x float32 F.linear", f32_1["t"] / mx["t"], 6.0),
+            ("batch 1, MXFP4 >= 1.2x aten int4", i4["t"] / mx["t"], 1.2),
+            ("batch 1, MXFP4 >= 70% of read bandwidth", share, 0.70),
+        ]
+        if (s, 32, "F.linear float32") in ref:
+            for g in GRADES:
+                checks.append(("batch 32, %s no slower than float32 F.linear" % g,
+                               ref[(s, 32, "F.linear float32")]["t"] / ref[(s, 32, "GRIT " + g)]["t"], 1.0))
+        for what, got, want in checks:
+            print("  %-12s %-48s %6.2f (want >= %.2f)  %s"
+                  % (s, what, got, want, "met" if got >= want else "MISSED"))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The GPU check, for a machine with a CUDA GPU and a CUDA build of torch (the
+# lent H200: torch 2.11 + CUDA 13, no network). It builds torch_grit there
+# (CUDA kernels for this GPU only), runs the CUDA tests (and the CPU kernel
+# tests on that machine's CPU), then the GPU benchmark, and writes it all
+# under $OUT (default build/gpu_check): summary.txt, env.txt, build.log,
+# tests.txt, bench_cuda.md. Budget: under 8 minutes.
+#
+#   OUT=/tmp/gpu bash benchmarks/gpu_check.sh
+set -u
+cd "$(dirname "$0")/.."
+OUT=${OUT:-build/gpu_check}
+mkdir -p "$OUT"
+PY=${PY:-$(command -v python3 || command -v python)}
+T0=$(date +%s)
+log() { echo "[gpu_check +$(( $(date +%s) - T0 ))s] $*" | tee -a "$OUT/summary.txt"; }
+
+{
+  nvidia-smi
+  command -v nvcc && nvcc --version
+  "$PY" -c "import sys, torch; print(sys.version); print('torch', torch.__version__, 'cuda', torch.version.cuda,
+'available', torch.cuda.is_available()); print(torch.cuda.get_device_name(0))"
+  "$PY" -m pip list 2>/dev/null | grep -iE '^(torch|numpy|pytest|ninja|setuptools) '
+  echo "cpus: $(nproc)"; lscpu | grep -E 'Model name|Flags' | cut -c1-200
+} > "$OUT/env.txt" 2>&1
+log "python $PY; $(grep -m1 '^torch' "$OUT/env.txt")"
+
+# 1. Build, for this GPU's architecture only. Without Ninja torch compiles one
+# file at a time: use the development machine's ninja binary if it was carried.
+if ! command -v ninja > /dev/null && ! "$PY" -c "import ninja" 2> /dev/null && [ -x .venv/bin/ninja ]; then
+  mkdir -p build/ninja-bin && cp .venv/bin/ninja build/ninja-bin/ && export PATH="$PWD/build/ninja-bin:$PATH"
+  log "no ninja here: using the carried .venv/bin/ninja ($(ninja --version 2>&1))"
+fi
+ARCH=$("$PY" -c "import torch; print('%d.%d' % torch.cuda.get_device_capability(0))")
+TORCH_CUDA_ARCH_LIST="$ARCH" MAX_JOBS="$(nproc)" timeout 270 "$PY" setup.py -q build_ext --inplace \
+  -j "$(nproc)" > "$OUT/build.log" 2>&1
+rc=$?
+log "build for sm_${ARCH/./}: rc=$rc"
+if [ $rc -ne 0 ]; then tail -40 "$OUT/build.log"; exit 1; fi
+"$PY" -c "import torch, torch_grit; print('CUDA kernels registered:',
+torch._C._dispatch_has_kernel_for_dispatch_key('grit::packed_linear', 'CUDA'))" 2>&1 | tee -a "$OUT/summary.txt"
+
+# 2. Tests: the CUDA kernels, and the CPU kernels on this CPU.
+if "$PY" -c "import pytest" 2>/dev/null; then
+  timeout 120 "$PY" -m pytest -q -p no:cacheprovider tests/python/test_kernels_cuda.py \
+    tests/python/test_kernels_cpu.py > "$OUT/tests.txt" 2>&1
+  log "tests (pytest): rc=$? $(tail -1 "$OUT/tests.txt")"
+else
+  timeout 120 "$PY" benchmarks/gpu_check_runner.py tests/python/test_kernels_cuda.py > "$OUT/tests.txt" 2>&1
+  log "tests (no pytest here: stand-in runner, CUDA tests only): rc=$? $(tail -1 "$OUT/tests.txt")"
+fi
+
+# 3. The GPU benchmark.
+timeout 90 "$PY" benchmarks/bench_linear_cuda.py > "$OUT/bench_cuda.md" 2>&1
+log "benchmark: rc=$? (table in bench_cuda.md)"

@@ -1,0 +1,191 @@
+// packed_linear for AVX-512 (F, BW, VL, DQ): one zmm per 16-row column,
+// 4-bit codes through a 16-entry vpermps table, scale codes through
+// vgatherdps or arithmetic, binary16 through vcvtph2ps. The algorithm is
+// packed_linear_simd.inc; this file supplies the vocabulary. Compiled for
+// its target by the pragma below (no per-file compiler flags needed), and
+// reached only through avx512_kernels() when the CPU has AVX-512.
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/cpu/packed_linear_cpu.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+
+#pragma GCC push_options
+// GCC 12 reports its own _mm512_undefined_* helpers as maybe-uninitialized.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,f16c,bmi,bmi2,popcnt")
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,f16c,bmi,bmi2,popcnt"))), apply_to = function)
+#endif
+
+namespace grit {
+namespace cpu {
+namespace {
+
+using VF = __m512;
+using VI = __m512i;
+using VM = __mmask16;
+
+inline VF f_zero() { return _mm512_setzero_ps(); }
+inline VF f_set1(float v) { return _mm512_set1_ps(v); }
+inline VF f_load(const float* p) { return _mm512_loadu_ps(p); }
+inline __mmask16 first_n(int n) { return static_cast<__mmask16>((1u << n) - 1u); }
+inline VF f_load_n(const float* p, int n) { return _mm512_maskz_loadu_ps(first_n(n), p); }
+inline void f_store(float* p, VF v) { _mm512_storeu_ps(p, v); }
+inline void f_store_n(float* p, VF v, int n) { _mm512_mask_storeu_ps(p, first_n(n), v); }
+inline VF f_bcast(const float* p) { return _mm512_set1_ps(*p); }
+inline VF f_add(VF a, VF b) { return _mm512_add_ps(a, b); }
+inline VF f_sub(VF a, VF b) { return _mm512_sub_ps(a, b); }
+inline VF f_mul(VF a, VF b) { return _mm512_mul_ps(a, b); }
+
+inline VI i_set1(int32_t v) { return _mm512_set1_epi32(v); }
+inline VI i_load(const int32_t* p) { return _mm512_loadu_si512(p); }
+inline VI i_and(VI a, VI b) { return _mm512_and_si512(a, b); }
+inline VI i_or(VI a, VI b) { return _mm512_or_si512(a, b); }
+inline VI i_xor(VI a, VI b) { return _mm512_xor_si512(a, b); }
+inline VI i_add(VI a, VI b) { return _mm512_add_epi32(a, b); }
+template <int n> inline VI i_srli(VI a) { return _mm512_srli_epi32(a, n); }
+template <int n> inline VI i_slli(VI a) { return _mm512_slli_epi32(a, n); }
+template <int n> inline VI i_srai(VI a) { return _mm512_srai_epi32(a, n); }
+inline VI i_srl(VI a, int n) { return _mm512_srl_epi32(a, _mm_cvtsi32_si128(n)); }
+inline VI i_min_u(VI a, VI b) { return _mm512_min_epu32(a, b); }
+inline VI i_max_u(VI a, VI b) { return _mm512_max_epu32(a, b); }
+inline VI i_select(VM m, VI a, VI b) { return _mm512_mask_blend_epi32(m, b, a); }
+inline VF i_as_f(VI a) { return _mm512_castsi512_ps(a); }
+inline bool i_all_eq(VI a, VI b) { return _mm512_cmpneq_epi32_mask(a, b) == 0; }
+inline VF cvt_i32(VI a) { return _mm512_cvtepi32_ps(a); }
+inline VM eq(VI a, VI b) { return _mm512_cmpeq_epi32_mask(a, b); }
+inline VF select(VM m, VF a, VF b) { return _mm512_mask_blend_ps(m, b, a); }
+inline VF maskz(VM m, VF a) { return _mm512_maskz_mov_ps(m, a); }
+
+struct Lut16 {
+  __m512 t;
+};
+inline Lut16 make_lut16(const float* v) { return Lut16{_mm512_loadu_ps(v)}; }
+inline VF lut16(VI idx, const Lut16& l) { return _mm512_permutexvar_ps(idx, l.t); }  // low 4 bits
+inline VF gather_f32(const float* table, VI idx) { return _mm512_i32gather_ps(idx, table, 4); }
+inline VI gather_u32(const uint8_t* base, VI byte_off) {
+  return _mm512_i32gather_epi32(byte_off, static_cast<const void*>(base), 1);
+}
+inline VF f16_lo(VI a) { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(a)); }
+inline VF f16_hi(VI a) { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(a, 16))); }
+// NaN (quiet or signalling) or an infinity in any lane.
+inline bool any_nonfinite(VF v) { return _mm512_fpclass_ps_mask(v, 0x99) != 0; }
+inline VF canon(VF v) {
+  return _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q),
+                            _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000)));
+}
+
+// kBytes (16 or 8; 0: nbytes <= 16) bytes of one row; bytes past them are
+// zero and never read.
+template <int kBytes>
+inline __m128i row_bytes(const uint8_t* p, int nbytes) {
+  if constexpr (kBytes == 16) return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  if constexpr (kBytes == 8) return _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+  return _mm_maskz_loadu_epi8(static_cast<__mmask16>((1u << nbytes) - 1u), p);
+}
+// z[a] holds rows a, a+4, a+8, a+12 (one per 128-bit lane); a 4x4 dword
+// transpose inside each lane then gives out[j] lane r = dword j of row r.
+inline __attribute__((always_inline)) void transpose_lanes(const VI z[4], VI out[4]) {
+  const VI t0 = _mm512_unpacklo_epi32(z[0], z[1]), t1 = _mm512_unpackhi_epi32(z[0], z[1]);
+  const VI t2 = _mm512_unpacklo_epi32(z[2], z[3]), t3 = _mm512_unpackhi_epi32(z[2], z[3]);
+  out[0] = _mm512_unpacklo_epi64(t0, t2);
+  out[1] = _mm512_unpackhi_epi64(t0, t2);
+  out[2] = _mm512_unpacklo_epi64(t1, t3);
+  out[3] = _mm512_unpackhi_epi64(t1, t3);
+}
+template <int kBytes>
+inline __attribute__((always_inline)) VI four_rows(const uint8_t* p0, const uint8_t* p1,
+                                                   const uint8_t* p2, const uint8_t* p3,
+                                                   int nbytes) {
+  VI v = _mm512_castsi128_si512(row_bytes<kBytes>(p0, nbytes));
+  v = _mm512_inserti32x4(v, row_bytes<kBytes>(p1, nbytes), 1);
+  v = _mm512_inserti32x4(v, row_bytes<kBytes>(p2, nbytes), 2);
+  return _mm512_inserti32x4(v, row_bytes<kBytes>(p3, nbytes), 3);
+}
+// Rows at p + r*stride, r = 0..15.
+template <int kBytes>
+inline __attribute__((always_inline)) void load_t16_affine(const uint8_t* p, int64_t stride,
+                                                           int nbytes, VI out[4]) {
+  const int64_t s4 = 4 * stride, s8 = 8 * stride, s12 = 12 * stride;
+  VI z[4];
+  for (int a = 0; a < 4; ++a) {
+    const uint8_t* q = p + a * stride;
+    z[a] = four_rows<kBytes>(q, q + s4, q + s8, q + s12, nbytes);
+  }
+  transpose_lanes(z, out);
+}
+// Rows at base + off[r].
+template <int kBytes>
+inline __attribute__((always_inline)) void load_t16_listed(const uint8_t* base, const int64_t off[16],
+                                                           int nbytes, VI out[4]) {
+  VI z[4];
+  for (int a = 0; a < 4; ++a)
+    z[a] = four_rows<kBytes>(base + off[a], base + off[a + 4], base + off[a + 8], base + off[a + 12],
+                             nbytes);
+  transpose_lanes(z, out);
+}
+
+// Blocking: 32 zmm registers.
+constexpr int kGemvMaxBatch = 8;
+// One tile at a time: a whole group of tiles adds sixteen more streams per
+// tile for the memory system, which costs more than the shorter chains.
+constexpr int kGemvTiles(int /*mb*/) { return 1; }
+constexpr int kGemmBatch = 8;
+constexpr int kGemmTiles = 2;
+
+#include "kernels/cpu/packed_linear_simd.inc"
+
+}  // namespace
+}  // namespace cpu
+}  // namespace grit
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
+
+namespace grit {
+namespace cpu {
+namespace {
+
+Status linear_entry(const LinearPlan& p, const float* x, int64_t m, const float* bias,
+                    int64_t tile_begin, int64_t tile_end, float* y, bool* fallback) {
+  if (p.kind == FastKind::kNone) return linear_tiles(p.w, x, m, bias, tile_begin, tile_end, y);
+  simd_linear(p, x, m, bias, tile_begin, tile_end, y, fallback);
+  return Status::Ok();
+}
+
+Status decode_entry(const LinearPlan& p, int64_t tile_begin, int64_t tile_end, float* out,
+                    bool* fallback) {
+  if (p.kind == FastKind::kNone)
+    return scalar_kernels().decode_tiles(p, tile_begin, tile_end, out, fallback);
+  simd_decode(p, tile_begin, tile_end, out, fallback);
+  return Status::Ok();
+}
+
+const KernelTable kTable{Isa::kAvx512, &linear_entry, &decode_entry};
+
+}  // namespace
+
+const KernelTable& avx512_kernels() { return kTable; }
+
+}  // namespace cpu
+}  // namespace grit
+
+#else  // not x86: the variant is never supported, and never called.
+
+namespace grit {
+namespace cpu {
+const KernelTable& avx512_kernels() { return scalar_kernels(); }
+}  // namespace cpu
+}  // namespace grit
+
+#endif

@@ -1,0 +1,120 @@
+// Fast CPU kernels of packed_linear: one variant per instruction set, chosen
+// once (a dispatch table), every variant bit-identical to the scalar
+// reference kernel (packed_linear_ref.h). Torch-free: raw pointers, sizes.
+//
+// Numerics (the reference's, unchanged): W takes exactly the values the
+// contract's decode defines; y[i, j] adds the binary32 products
+// x[i, k] * W[j, k] to a +0.0 accumulator in ascending k, then adds bias[j].
+// The SIMD variants keep that order by vectorising across 16 output rows
+// (one lane per row of W), never across k, so an output element's value
+// does not depend on the instruction set, the thread count or how the rows
+// are split between threads.
+//
+// Layout of the work: W is cut into tiles of 16 rows (kLinearTileRows). A
+// variant decodes a tile 32 columns at a time from the packed planes into
+// registers ([k][16]: one vector holds column k of the tile's 16 rows) and
+// either feeds the products directly (small batches: GEMV) or stores a
+// chunk of columns in an L1 buffer that a register-blocked micro-kernel
+// reuses for every batch row (larger batches: GEMM). W is never decoded as
+// a whole.
+//
+// The header has no SIMD types: variants live in packed_linear_<isa>.cpp,
+// each compiled for its own target, and are reached through KernelTable.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cpu/packed_linear_ref.h"
+
+namespace grit {
+namespace cpu {
+
+enum class Isa : int { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
+
+const char* isa_name(Isa isa);
+// "scalar", "avx2" or "avx512" (case-sensitive); false for anything else.
+bool isa_parse(const char* text, Isa* out);
+// Whether this CPU (and OS) can run a variant.
+bool isa_supported(Isa isa);
+
+// The packed layouts with a fast decoder. Anything else runs the reference
+// kernel on every instruction set.
+enum class FastKind : int {
+  kNone = 0,
+  // Dense 4-bit element codes packed low nibble first, 16-entry finite
+  // value table; 8-bit scale0 codes every k0 = 16 or 32 columns; optional
+  // per-tensor level-1 scale (k1 = 0). MXFP4, NVF4 and their siblings.
+  kNibble,
+  // Dense 4-bit codes, k0 = 32, 8-bit scale0 and zero-point codes, level-1
+  // binary16 pairs (scale, zero-point scale) every k1 groups, zps=l1. Q4KS.
+  kNibbleAffine,
+  // int8 codes, 2:4 sparsity with 2-bit indices, binary16 scale per k0 = 32
+  // logical columns. I8S24. Needs every quad to name two distinct
+  // positions (what the encoder writes); otherwise the call falls back.
+  kInt8Sparse24,
+};
+const char* fast_kind_name(FastKind kind);
+
+// How an 8-bit scale (or zero-point) code becomes a float: a 256-entry
+// table always exists; a variant may use an equivalent shortcut, chosen
+// only where it matches the table on all 256 codes.
+enum class CodeMap : int { kTable = 0, kE8M0 = 1, kIntMask = 2 };
+
+// A packed weight with what the fast kernels need, built per call.
+struct LinearPlan {
+  PackedWeight w;
+  FastKind kind = FastKind::kNone;
+  int k0 = 0;
+  uint32_t k1 = 0;           // kNibbleAffine: groups per level-1 pair (0: one pair)
+  CodeMap s0_map = CodeMap::kTable, zp_map = CodeMap::kTable;
+  uint32_t s0_mask = 0, zp_mask = 0;   // CodeMap::kIntMask: value = float(code & mask)
+  float elem[16] = {};       // kNibble*: the value of each element code
+  float s0[256] = {};        // scale0 code -> S (make_plan: times the per-tensor level-1 scale)
+  float zp[256] = {};        // kNibbleAffine: zero-point code -> z (+1 under zpc=minus1)
+};
+
+// The fast decoder a grade gets (kNone: the reference kernel).
+FastKind fast_kind_of(const Grade& g);
+
+// The tables a grade alone defines (kind, k0, k1, elem, s0 = scale0's own
+// decode, zp, maps); reads no plane, so device planes may be planned too.
+void make_grade_tables(const Grade& g, LinearPlan* plan);
+
+// Classify w's grade and fill the tables (s0 times the per-tensor level-1
+// scale read from the planes, if the grade has one). Never fails: a grade without a
+// fast decoder gets kind kNone. The planes must already have passed the
+// level-1 length check.
+void make_plan(const PackedWeight& w, LinearPlan* plan);
+
+// One instruction-set variant. Both functions work on 16-row tiles
+// [tile_begin, tile_end) and may run concurrently on disjoint tiles.
+struct KernelTable {
+  Isa isa;
+  // y[i, rows of the tiles] for batch rows i < m; x is [m, k], y is [m, n],
+  // float32 row-major, bias may be null. Sets *fallback (and leaves those
+  // tiles unfinished) when the planes need the reference kernel (an
+  // irregular sparse quad); the caller then recomputes with it.
+  Status (*linear_tiles)(const LinearPlan& p, const float* x, int64_t m, const float* bias,
+                         int64_t tile_begin, int64_t tile_end, float* y, bool* fallback);
+  // The tiles' rows of W, row-major into out (rows tile_begin*16 onwards):
+  // the variant's own decoder, for the tests that prove it bit-exact.
+  Status (*decode_tiles)(const LinearPlan& p, int64_t tile_begin, int64_t tile_end, float* out,
+                         bool* fallback);
+};
+
+const KernelTable& kernels_for(Isa isa);  // isa must be supported
+
+// The variant packed_linear uses: chosen once, at the first call, from
+// GRIT_CPU_ISA (scalar|avx2|avx512) if set, else the best this CPU has.
+// Fails when GRIT_CPU_ISA names no variant or one this CPU cannot run.
+Status active_isa(Isa* out);
+// Tests: run another supported variant from now on (returns the previous).
+Status set_active_isa(Isa isa, Isa* previous);
+
+// Variant entry points (each defined in its own file).
+const KernelTable& scalar_kernels();
+const KernelTable& avx2_kernels();
+const KernelTable& avx512_kernels();
+
+}  // namespace cpu
+}  // namespace grit

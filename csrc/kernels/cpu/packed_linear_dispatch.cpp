@@ -1,0 +1,281 @@
+// The dispatch table of the packed_linear CPU kernels and the per-call plan
+// (which fast decoder a grade gets, and its code tables). Plain C++: no
+// instruction beyond the baseline runs here.
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+
+#include "grit/bits.h"
+#include "kernels/cpu/packed_linear_cpu.h"
+
+namespace grit {
+namespace cpu {
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::kScalar: return "scalar";
+    case Isa::kAvx2: return "avx2";
+    case Isa::kAvx512: return "avx512";
+  }
+  return "?";
+}
+
+bool isa_parse(const char* text, Isa* out) {
+  for (Isa i : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+    if (std::strcmp(text, isa_name(i)) == 0) {
+      *out = i;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool isa_supported(Isa isa) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                    __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi2");
+  switch (isa) {
+    case Isa::kScalar: return true;
+    case Isa::kAvx2: return avx2;
+    case Isa::kAvx512:
+      return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  }
+  return false;
+#else
+  return isa == Isa::kScalar;
+#endif
+}
+
+const char* fast_kind_name(FastKind kind) {
+  switch (kind) {
+    case FastKind::kNone: return "reference";
+    case FastKind::kNibble: return "nibble";
+    case FastKind::kNibbleAffine: return "nibble_affine";
+    case FastKind::kInt8Sparse24: return "int8_sparse24";
+  }
+  return "?";
+}
+
+// ---------------------------------------------------------------------------
+// Dispatch
+
+const KernelTable& kernels_for(Isa isa) {
+  switch (isa) {
+    case Isa::kAvx512: return avx512_kernels();
+    case Isa::kAvx2: return avx2_kernels();
+    case Isa::kScalar: break;
+  }
+  return scalar_kernels();
+}
+
+namespace {
+
+struct Selection {
+  Status status;
+  Isa isa = Isa::kScalar;
+};
+
+const Selection& startup_selection() {
+  static const Selection sel = [] {
+    Selection s;
+    Isa best = Isa::kScalar;
+    for (Isa i : {Isa::kAvx2, Isa::kAvx512})
+      if (isa_supported(i)) best = i;
+    s.isa = best;
+    const char* env = std::getenv("GRIT_CPU_ISA");
+    if (env != nullptr && *env != '\0') {
+      Isa want;
+      if (!isa_parse(env, &want)) {
+        s.status = Status::Fail(Error::kBadValue,
+                                std::string("GRIT_CPU_ISA='") + env +
+                                    "' names no kernel variant; expected scalar, avx2 or avx512 "
+                                    "(or unset it to use the best this CPU has: " +
+                                    isa_name(best) + ")");
+      } else if (!isa_supported(want)) {
+        s.status = Status::Fail(Error::kBadValue,
+                                std::string("GRIT_CPU_ISA=") + env +
+                                    ", but this CPU cannot run the " + env +
+                                    " kernels; the best it has is " + isa_name(best));
+      } else {
+        s.isa = want;
+      }
+    }
+    return s;
+  }();
+  return sel;
+}
+
+std::atomic<int> g_override{-1};
+
+}  // namespace
+
+Status active_isa(Isa* out) {
+  const int o = g_override.load(std::memory_order_acquire);
+  if (o >= 0) {
+    *out = static_cast<Isa>(o);
+    return Status::Ok();
+  }
+  const Selection& s = startup_selection();
+  *out = s.isa;
+  return s.status;
+}
+
+Status set_active_isa(Isa isa, Isa* previous) {
+  if (!isa_supported(isa))
+    return Status::Fail(Error::kBadValue, std::string("this CPU cannot run the ") + isa_name(isa) +
+                                              " kernels");
+  const int o = g_override.load(std::memory_order_acquire);
+  *previous = o >= 0 ? static_cast<Isa>(o) : startup_selection().isa;
+  g_override.store(static_cast<int>(isa), std::memory_order_release);
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------------------
+// The scalar variant is the reference kernel itself.
+
+namespace {
+
+Status scalar_linear_tiles(const LinearPlan& p, const float* x, int64_t m, const float* bias,
+                           int64_t tile_begin, int64_t tile_end, float* y, bool* /*fallback*/) {
+  return linear_tiles(p.w, x, m, bias, tile_begin, tile_end, y);
+}
+
+Status scalar_decode_tiles(const LinearPlan& p, int64_t tile_begin, int64_t tile_end, float* out,
+                           bool* /*fallback*/) {
+  const int64_t r0 = tile_begin * kLinearTileRows;
+  int64_t r1 = tile_end * kLinearTileRows;
+  if (r1 > p.w.n) r1 = p.w.n;
+  if (r0 >= r1) return Status::Ok();
+  uint64_t cursor =
+      sparse_cursor(*p.w.grade, p.w.planes, static_cast<uint64_t>(r0) * static_cast<uint64_t>(p.w.k));
+  return decode_rows(p.w, r0, r1, &cursor, out);
+}
+
+const KernelTable kScalarTable{Isa::kScalar, &scalar_linear_tiles, &scalar_decode_tiles};
+
+}  // namespace
+
+const KernelTable& scalar_kernels() { return kScalarTable; }
+
+// ---------------------------------------------------------------------------
+// Plans
+
+namespace {
+
+bool byte_code(fmt_t f) { return f != kFmtAbsent && fmt_width(f) <= 8; }
+
+float canonical(float v) { return std::isnan(v) ? canonical_nan() : v; }
+
+bool same_bits(float a, float b) {
+  uint32_t x, y;
+  std::memcpy(&x, &a, 4);
+  std::memcpy(&y, &b, 4);
+  return x == y;
+}
+
+// The shortcut a variant may use for a 256-entry code table, checked on
+// every code against the table itself.
+void choose_map(const float table[256], CodeMap* map, uint32_t* mask) {
+  bool e8m0 = true;
+  for (uint32_t c = 0; c < 256 && e8m0; ++c) {
+    const uint32_t bits = c == 0 ? 0x00400000u : c == 255 ? 0x7FC00000u : c << 23;
+    float v;
+    std::memcpy(&v, &bits, 4);
+    e8m0 = same_bits(table[c], v);
+  }
+  if (e8m0) {
+    *map = CodeMap::kE8M0;
+    return;
+  }
+  for (uint32_t m : {0x0Fu, 0x3Fu, 0xFFu}) {
+    bool ok = true;
+    for (uint32_t c = 0; c < 256 && ok; ++c) ok = same_bits(table[c], static_cast<float>(c & m));
+    if (ok) {
+      *map = CodeMap::kIntMask;
+      *mask = m;
+      return;
+    }
+  }
+  *map = CodeMap::kTable;
+}
+
+// Element tables of 4-bit formats, packed low nibble first, one code per
+// nibble, every value finite (a code that decodes to NaN or an infinity
+// would need the per-element NaN rule; those grades use the reference).
+bool nibble_elements(const Grade& g, float elem[16]) {
+  if (fmt_width(g.elem) != 4 || g.pad8 || g.msb_first) return false;
+  for (uint32_t c = 0; c < 16; ++c) {
+    elem[c] = fmt_decode(g.elem, c);
+    if (!std::isfinite(elem[c])) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+FastKind fast_kind_of(const Grade& g) {
+  float elem[16];
+  if (!g.has_sp && !g.has_zp && (g.k0 == 16 || g.k0 == 32) && byte_code(g.scale0) &&
+      (!g.has_l1 || g.k1 == 0) && nibble_elements(g, elem))
+    return FastKind::kNibble;
+  if (!g.has_sp && g.has_zp && g.zp_l1 && g.has_l1 && g.scale1 == kBinary16 && g.k0 == 32 &&
+      byte_code(g.scale0) && byte_code(g.zp) && nibble_elements(g, elem))
+    return FastKind::kNibbleAffine;
+  if (g.elem == kS8 && g.has_sp && g.sp_n == 2 && g.sp_m == 4 && g.sp_meta_bits == 2 &&
+      g.scale0 == kBinary16 && !g.has_l1 && !g.has_zp && g.k0 == 32)
+    return FastKind::kInt8Sparse24;
+  return FastKind::kNone;
+}
+
+void make_grade_tables(const Grade& g, LinearPlan* p) {
+  p->kind = fast_kind_of(g);
+  p->k0 = static_cast<int>(g.k0);
+  p->k1 = g.k1;
+  switch (p->kind) {
+    case FastKind::kNone:
+    case FastKind::kInt8Sparse24:
+      return;
+    case FastKind::kNibble:
+    case FastKind::kNibbleAffine:
+      nibble_elements(g, p->elem);
+      for (uint32_t c = 0; c < 256; ++c) p->s0[c] = fmt_decode(g.scale0, c);
+      choose_map(p->s0, &p->s0_map, &p->s0_mask);
+      if (p->kind == FastKind::kNibbleAffine) {
+        for (uint32_t c = 0; c < 256; ++c) {
+          float z = fmt_decode(g.zp, c);
+          if (g.zp_minus1) z = z + 1.0f;
+          p->zp[c] = z;
+        }
+        choose_map(p->zp, &p->zp_map, &p->zp_mask);
+      }
+      return;
+  }
+}
+
+void make_plan(const PackedWeight& w, LinearPlan* p) {
+  *p = LinearPlan{};
+  p->w = w;
+  const Grade& g = *w.grade;
+  if (w.n <= 0 || w.k <= 0) return;
+  make_grade_tables(g, p);
+  if (p->kind == FastKind::kNibble && g.has_l1) {
+    // A per-tensor level-1 scale: S = s1 * s0 (outermost first, one
+    // rounding), the same product for every group that shares a code.
+    const int w1 = fmt_width(g.scale1);
+    if (w.planes[2].size * 8 < static_cast<uint64_t>(w1)) {  // the caller's check failed
+      p->kind = FastKind::kNone;
+      return;
+    }
+    const float s1 = fmt_decode(g.scale1, read_bits_lsb(w.planes[2].data, 0, w1));
+    for (uint32_t c = 0; c < 256; ++c) p->s0[c] = canonical(s1 * p->s0[c]);
+    choose_map(p->s0, &p->s0_map, &p->s0_mask);
+  }
+}
+
+}  // namespace cpu
+}  // namespace grit

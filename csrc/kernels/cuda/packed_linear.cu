@@ -1,0 +1,354 @@
+// CUDA packed_linear and dequantize (see packed_linear_cuda.h for the
+// numerics and the reduction order). One warp per output row: lane l
+// decodes the 32-column units l, l+32, ... of its row straight from the
+// planes (16 coalesced bytes per lane) and multiplies them with up to MB
+// batch rows held in registers; the batch is tiled by MB (1, 2, 4, 8 for
+// small batches, 16 per tile above 8). The code tables of the grade sit in
+// shared memory.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "kernels/cuda/packed_linear_cuda.h"
+
+namespace grit {
+namespace cuda {
+namespace {
+
+constexpr int kWarps = 4;  // rows per block of the linear kernel
+
+struct Tables {
+  float elem[16];
+  float s0[256];
+  float zp[256];
+};
+
+__device__ __forceinline__ float canon(float v) { return v != v ? __int_as_float(0x7FC00000) : v; }
+
+__device__ __forceinline__ float e8m0(uint32_t c) {
+  if (c == 0) return __int_as_float(0x00400000);  // 2^-127
+  if (c == 255) return __int_as_float(0x7FC00000);
+  return __int_as_float(static_cast<int>(c << 23));
+}
+
+__device__ __forceinline__ void load_tables(const Plan& p, Tables* t) {
+  for (int i = threadIdx.x; i < 16; i += blockDim.x) t->elem[i] = p.elem[i];
+  for (int i = threadIdx.x; i < 256; i += blockDim.x) {
+    t->s0[i] = p.s0[i];
+    t->zp[i] = p.zp[i];
+  }
+  __syncthreads();
+}
+
+// The per-tensor level-1 scale of a kNibble grade (1 when there is none).
+__device__ __forceinline__ float tensor_scale(const Plan& p) {
+  if (p.tensor_scale == TensorScale::kBinary32) {
+    const uint8_t* b = p.planes[2];
+    return __int_as_float(static_cast<int>(b[0] | (b[1] << 8) | (b[2] << 16) |
+                                           (static_cast<uint32_t>(b[3]) << 24)));
+  }
+  if (p.tensor_scale == TensorScale::kBinary16)
+    return __half2float(__ushort_as_half(static_cast<unsigned short>(p.planes[2][0] | (p.planes[2][1] << 8))));
+  return 1.0f;
+}
+
+__device__ __forceinline__ float nibble_scale(const Plan& p, const Tables& t, uint32_t code, float s1) {
+  const float s0 = p.s0_e8m0 ? e8m0(code) : t.s0[code];
+  return p.tensor_scale == TensorScale::kNone ? s0 : __fmul_rn(s1, s0);  // outermost first
+}
+
+// Unit u (columns 32u .. 32u+31, or 16 at the end of a k0 = 16 row) of row
+// r: the contract's values into w; returns the column count.
+template <Kind K>
+__device__ __forceinline__ int decode_unit(const Plan& p, const Tables& t, float s1, int64_t r,
+                                           int64_t u, float w[32], bool* irregular) {
+  const int64_t k = p.k;
+  const int64_t c0 = 32 * u;
+  const int nc = (k - c0) < 32 ? static_cast<int>(k - c0) : 32;
+  if (K == Kind::kNibble) {
+    // Row starts are 8-byte aligned (k is a multiple of 16): two 8-byte loads.
+    const uint2* d = reinterpret_cast<const uint2*>(p.planes[0] + r * (k / 2) + c0 / 2);
+    uint32_t words[4];
+    const uint2 a = d[0];
+    words[0] = a.x;
+    words[1] = a.y;
+    if (nc == 32) {
+      const uint2 b = d[1];
+      words[2] = b.x;
+      words[3] = b.y;
+    }
+    float sa, sb;
+    if (p.k0 == 32) {
+      sa = sb = nibble_scale(p, t, p.planes[1][r * (k / 32) + u], s1);
+    } else {
+      const uint8_t* sc = p.planes[1] + r * (k / 16) + 2 * u;
+      sa = nibble_scale(p, t, sc[0], s1);
+      sb = nc == 32 ? nibble_scale(p, t, sc[1], s1) : sa;
+    }
+#pragma unroll
+    for (int e = 0; e < 32; ++e) {
+      if (e < nc) w[e] = canon(__fmul_rn(e < 16 ? sa : sb, t.elem[(words[e >> 3] >> (4 * (e & 7))) & 15]));
+    }
+  } else if (K == Kind::kNibbleAffine) {
+    const int64_t g0 = r * (k / 32) + u;
+    const uint4 d = *reinterpret_cast<const uint4*>(p.planes[0] + 16 * g0);
+    const uint32_t words[4] = {d.x, d.y, d.z, d.w};
+    const int64_t g1 = p.k1 ? g0 / p.k1 : 0;
+    const uint32_t pair = *reinterpret_cast<const uint32_t*>(p.planes[2] + 4 * g1);
+    const float dd = __half2float(__ushort_as_half(static_cast<unsigned short>(pair & 0xFFFF)));
+    const float dmin = __half2float(__ushort_as_half(static_cast<unsigned short>(pair >> 16)));
+    const float s = __fmul_rn(dd, t.s0[p.planes[1][g0]]);
+    const float z = __fmul_rn(dmin, t.zp[p.planes[3][g0]]);
+#pragma unroll
+    for (int e = 0; e < 32; ++e)
+      w[e] = canon(__fsub_rn(__fmul_rn(s, t.elem[(words[e >> 3] >> (4 * (e & 7))) & 15]), z));
+  } else {
+    // 2:4 int8: quads of 4 columns, two stored codes, two 2-bit positions.
+    const int64_t g0 = r * (k / 32) + u;
+    const uint4 d = *reinterpret_cast<const uint4*>(p.planes[0] + 16 * g0);
+    const uint32_t words[4] = {d.x, d.y, d.z, d.w};
+    const uint32_t meta = *reinterpret_cast<const uint32_t*>(p.planes[3] + 4 * g0);
+    const uint16_t hs = *reinterpret_cast<const uint16_t*>(p.planes[1] + 2 * g0);
+    const float s = __half2float(__ushort_as_half(hs));
+#pragma unroll
+    for (int q = 0; q < 8; ++q) {
+      const uint32_t i0 = (meta >> (4 * q)) & 3, i1 = (meta >> (4 * q + 2)) & 3;
+      if (i0 == i1) *irregular = true;
+      const uint32_t lo = i0 < i1 ? i0 : i1, hi = i0 < i1 ? i1 : i0;
+      const uint32_t two = words[q >> 1] >> (16 * (q & 1));
+      const float a = canon(__fmul_rn(s, static_cast<float>(static_cast<int8_t>(two & 0xFF))));
+      const float b = canon(__fmul_rn(s, static_cast<float>(static_cast<int8_t>((two >> 8) & 0xFF))));
+#pragma unroll
+      for (int j = 0; j < 4; ++j) w[4 * q + j] = j == static_cast<int>(lo) ? a : j == static_cast<int>(hi) ? b : 0.0f;
+    }
+  }
+  return nc;
+}
+
+template <class T>
+__device__ __forceinline__ float to_f(T v);
+template <>
+__device__ __forceinline__ float to_f<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <>
+__device__ __forceinline__ float to_f<__half>(__half v) { return __half2float(v); }
+
+template <class T>
+__device__ __forceinline__ T from_f(float v);
+template <>
+__device__ __forceinline__ float from_f<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+template <>
+__device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
+
+// 32 (or 16) activations of one batch row as float; p is 16-byte aligned
+// (the wrapper passes contiguous x with k a multiple of 16).
+template <class T>
+__device__ __forceinline__ void load_x(const T* p, int nc, float xs[32]) {
+  constexpr int kPer = 16 / sizeof(T);  // elements per 16-byte load
+  const uint4* v = reinterpret_cast<const uint4*>(p);
+#pragma unroll
+  for (int j = 0; j < 32 / kPer; ++j) {
+    if (j * kPer < nc) {
+      const uint4 q = v[j];
+      const T* e = reinterpret_cast<const T*>(&q);
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) xs[j * kPer + i] = to_f<T>(e[i]);
+    }
+  }
+}
+
+template <Kind K, int MB, class XT, class YT, class BT>
+__global__ void __launch_bounds__(32 * kWarps) linear_kernel(Plan p, const XT* x, int64_t m,
+                                                             const BT* bias, YT* y, int* flag) {
+  __shared__ Tables t;
+  load_tables(p, &t);
+  const int lane = threadIdx.x & 31;
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+  const int64_t i0 = static_cast<int64_t>(blockIdx.y) * MB;
+  if (r >= p.n) return;
+  const int64_t k = p.k, units = (k + 31) / 32;
+  const float s1 = K == Kind::kNibble ? tensor_scale(p) : 1.0f;
+  float acc[MB];
+#pragma unroll
+  for (int i = 0; i < MB; ++i) acc[i] = 0.0f;
+  bool irregular = false;
+  for (int64_t u = lane; u < units; u += 32) {
+    float w[32];
+    const int nc = decode_unit<K>(p, t, s1, r, u, w, &irregular);
+#pragma unroll
+    for (int i = 0; i < MB; ++i) {
+      if (i0 + i < m) {
+        float xs[32];
+        load_x<XT>(x + (i0 + i) * k + 32 * u, nc, xs);
+        if (nc == 32) {
+#pragma unroll
+          for (int e = 0; e < 32; ++e) acc[i] = __fadd_rn(acc[i], __fmul_rn(xs[e], w[e]));
+        } else {
+#pragma unroll
+          for (int e = 0; e < 16; ++e) acc[i] = __fadd_rn(acc[i], __fmul_rn(xs[e], w[e]));
+        }
+      }
+    }
+  }
+  if (irregular) atomicOr(flag, 1);
+#pragma unroll
+  for (int i = 0; i < MB; ++i) {
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) acc[i] = __fadd_rn(acc[i], __shfl_xor_sync(0xFFFFFFFFu, acc[i], off));
+  }
+  if (lane == 0) {
+    const float b = bias ? to_f<BT>(bias[r]) : 0.0f;
+#pragma unroll
+    for (int i = 0; i < MB; ++i)
+      if (i0 + i < m) y[(i0 + i) * p.n + r] = from_f<YT>(bias ? __fadd_rn(acc[i], b) : acc[i]);
+  }
+}
+
+template <Kind K>
+__global__ void dequantize_kernel(Plan p, float* out, int* flag) {
+  __shared__ Tables t;
+  load_tables(p, &t);
+  const int64_t units = (p.k + 31) / 32;
+  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= p.n * units) return;
+  const int64_t r = idx / units, u = idx % units;
+  const float s1 = K == Kind::kNibble ? tensor_scale(p) : 1.0f;
+  float w[32];
+  bool irregular = false;
+  const int nc = decode_unit<K>(p, t, s1, r, u, w, &irregular);
+  if (irregular) atomicOr(flag, 1);
+  float* o = out + r * p.k + 32 * u;
+  for (int e = 0; e < nc; ++e) o[e] = w[e];
+}
+
+// The exact path for I8S24 planes whose quads name one position twice (each
+// such quad stores one code, so row starts move): one block, run only when
+// `flag` is set. Row starts by a count and a scan; then every output in
+// ascending k (or every weight, for dequantize).
+template <class XT, class YT, class BT>
+__global__ void sparse_fallback_kernel(Plan p, const XT* x, int64_t m, const BT* bias, YT* y,
+                                       float* out, const int* flag, int64_t* start) {
+  if (*flag == 0) return;
+  const int64_t n = p.n, k = p.k, quads = k / 4;
+  for (int64_t r = threadIdx.x; r < n; r += blockDim.x) {
+    int64_t c = 0;
+    for (int64_t q = 0; q < quads; ++q) {
+      const uint32_t nib = (p.planes[3][(r * quads + q) / 2] >> (4 * ((r * quads + q) & 1))) & 15;
+      c += (nib & 3) == (nib >> 2) ? 1 : 2;
+    }
+    start[r + 1] = c;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    start[0] = 0;
+    for (int64_t r = 0; r < n; ++r) start[r + 1] += start[r];
+  }
+  __syncthreads();
+  const int64_t rows = out ? n : n * m;
+  for (int64_t idx = threadIdx.x; idx < rows; idx += blockDim.x) {
+    const int64_t r = idx % n, i = idx / n;
+    int64_t cursor = start[r];
+    float acc = 0.0f;
+    uint32_t keep = 0;
+    for (int64_t c = 0; c < k; ++c) {
+      const int64_t q = r * quads + c / 4;
+      if (c % 4 == 0) {
+        const uint32_t nib = (p.planes[3][q / 2] >> (4 * (q & 1))) & 15;
+        keep = (1u << (nib & 3)) | (1u << (nib >> 2));
+      }
+      float v = 0.0f;
+      if ((keep >> (c % 4)) & 1u) {
+        const int8_t code = static_cast<int8_t>(p.planes[0][cursor++]);
+        const int64_t g0 = (r * k + c) / 32;
+        const uint16_t hs = static_cast<uint16_t>(p.planes[1][2 * g0] | (p.planes[1][2 * g0 + 1] << 8));
+        v = canon(__fmul_rn(__half2float(__ushort_as_half(hs)), static_cast<float>(code)));
+      }
+      if (out)
+        out[r * k + c] = v;
+      else
+        acc = __fadd_rn(acc, __fmul_rn(to_f<XT>(x[i * k + c]), v));
+    }
+    if (!out) y[i * n + r] = from_f<YT>(bias ? __fadd_rn(acc, to_f<BT>(bias[r])) : acc);
+  }
+}
+
+template <Kind K, int MB, class XT, class YT, class BT>
+cudaError_t launch_linear(const Plan& p, const XT* x, int64_t m, const BT* bias, YT* y, int* flag,
+                          int64_t* scratch, cudaStream_t s) {
+  const dim3 grid(static_cast<unsigned>((p.n + kWarps - 1) / kWarps), static_cast<unsigned>((m + MB - 1) / MB));
+  linear_kernel<K, MB, XT, YT, BT><<<grid, 32 * kWarps, 0, s>>>(p, x, m, bias, y, flag);
+  if (K == Kind::kInt8Sparse24)
+    sparse_fallback_kernel<XT, YT, BT><<<1, 1024, 0, s>>>(p, x, m, bias, y, nullptr, flag, scratch);
+  return cudaGetLastError();
+}
+
+template <Kind K, class XT, class YT, class BT>
+cudaError_t by_batch(const Plan& p, const XT* x, int64_t m, const BT* bias, YT* y, int* flag,
+                     int64_t* scratch, cudaStream_t s) {
+  if (m <= 1) return launch_linear<K, 1>(p, x, m, bias, y, flag, scratch, s);
+  if (m <= 2) return launch_linear<K, 2>(p, x, m, bias, y, flag, scratch, s);
+  if (m <= 4) return launch_linear<K, 4>(p, x, m, bias, y, flag, scratch, s);
+  if (m <= 8) return launch_linear<K, 8>(p, x, m, bias, y, flag, scratch, s);
+  return launch_linear<K, 16>(p, x, m, bias, y, flag, scratch, s);
+}
+
+template <class XT, class YT, class BT>
+cudaError_t by_kind(const Plan& p, const void* x, int64_t m, const void* bias, void* y, int* flag,
+                    int64_t* scratch, cudaStream_t s) {
+  const XT* xp = static_cast<const XT*>(x);
+  const BT* bp = static_cast<const BT*>(bias);
+  YT* yp = static_cast<YT*>(y);
+  switch (p.kind) {
+    case Kind::kNibble: return by_batch<Kind::kNibble>(p, xp, m, bp, yp, flag, scratch, s);
+    case Kind::kNibbleAffine: return by_batch<Kind::kNibbleAffine>(p, xp, m, bp, yp, flag, scratch, s);
+    case Kind::kInt8Sparse24: return by_batch<Kind::kInt8Sparse24>(p, xp, m, bp, yp, flag, scratch, s);
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace
+
+cudaError_t packed_linear(const Plan& p, const void* x, DType x_type, int64_t m, const void* bias,
+                          DType bias_type, void* y, DType y_type, int* flag, int64_t* scratch,
+                          cudaStream_t stream) {
+  if (p.n <= 0 || m <= 0) return cudaSuccess;
+  // y and bias take x's dtype or float32 (the wrapper's only combinations).
+  if (y_type != x_type) return cudaErrorInvalidValue;
+  const bool b32 = bias_type == DType::kFloat32;
+  if (!b32 && bias_type != x_type) return cudaErrorInvalidValue;
+  switch (x_type) {
+    case DType::kFloat32:
+      return by_kind<float, float, float>(p, x, m, bias, y, flag, scratch, stream);
+    case DType::kBFloat16:
+      return b32 ? by_kind<__nv_bfloat16, __nv_bfloat16, float>(p, x, m, bias, y, flag, scratch, stream)
+                 : by_kind<__nv_bfloat16, __nv_bfloat16, __nv_bfloat16>(p, x, m, bias, y, flag, scratch, stream);
+    case DType::kFloat16:
+      return b32 ? by_kind<__half, __half, float>(p, x, m, bias, y, flag, scratch, stream)
+                 : by_kind<__half, __half, __half>(p, x, m, bias, y, flag, scratch, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t dequantize(const Plan& p, float* out, int* flag, int64_t* scratch, cudaStream_t stream) {
+  const int64_t units = (p.k + 31) / 32;
+  const int64_t total = p.n * units;
+  if (total <= 0) return cudaSuccess;
+  const unsigned blocks = static_cast<unsigned>((total + 255) / 256);
+  switch (p.kind) {
+    case Kind::kNibble: dequantize_kernel<Kind::kNibble><<<blocks, 256, 0, stream>>>(p, out, flag); break;
+    case Kind::kNibbleAffine:
+      dequantize_kernel<Kind::kNibbleAffine><<<blocks, 256, 0, stream>>>(p, out, flag);
+      break;
+    case Kind::kInt8Sparse24:
+      dequantize_kernel<Kind::kInt8Sparse24><<<blocks, 256, 0, stream>>>(p, out, flag);
+      sparse_fallback_kernel<float, float, float><<<1, 1024, 0, stream>>>(p, nullptr, 0, nullptr, nullptr, out,
+                                                                          flag, scratch);
+      break;
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace cuda
+}  // namespace grit

@@ -1,0 +1,221 @@
+// CUDA kernels of the grit:: ops: argument checks, then the torch-free
+// kernels of csrc/kernels/cuda on the current stream. Built only where torch
+// has CUDA (setup.py).
+//
+// packed_linear and dequantize run on the device for every grade with a fast
+// decoder (the reference grades and their siblings). Other grades, and
+// quantize and packed_linear_grad_input, run the CPU kernels on host copies
+// (a host round trip, said once by a warning): their results are the CPU's.
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDAStream.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <torch/library.h>
+
+#include <vector>
+
+#include "kernels/cpu/packed_linear_cpu.h"
+#include "kernels/cuda/packed_linear_cuda.h"
+#include "ops/op_args.h"
+
+namespace grit_ops {
+namespace {
+
+grit::cuda::DType dtype_of(at::ScalarType t) {
+  switch (t) {
+    case at::kBFloat16: return grit::cuda::DType::kBFloat16;
+    case at::kHalf: return grit::cuda::DType::kFloat16;
+    default: return grit::cuda::DType::kFloat32;
+  }
+}
+
+// The device plan of a grade, or false when no CUDA kernel decodes it.
+bool device_plan(const grit::Grade& g, const PlaneArgs& p, int64_t n, int64_t k, grit::cuda::Plan* out) {
+  grit::cpu::LinearPlan lp;
+  grit::cpu::make_grade_tables(g, &lp);
+  grit::cuda::Plan& d = *out;
+  d = grit::cuda::Plan{};
+  switch (lp.kind) {
+    case grit::cpu::FastKind::kNone: return false;
+    case grit::cpu::FastKind::kNibble: d.kind = grit::cuda::Kind::kNibble; break;
+    case grit::cpu::FastKind::kNibbleAffine: d.kind = grit::cuda::Kind::kNibbleAffine; break;
+    case grit::cpu::FastKind::kInt8Sparse24: d.kind = grit::cuda::Kind::kInt8Sparse24; break;
+  }
+  d.tensor_scale = grit::cuda::TensorScale::kNone;
+  if (lp.kind == grit::cpu::FastKind::kNibble && g.has_l1) {
+    if (g.scale1 == grit::kBinary32)
+      d.tensor_scale = grit::cuda::TensorScale::kBinary32;
+    else if (g.scale1 == grit::kBinary16)
+      d.tensor_scale = grit::cuda::TensorScale::kBinary16;
+    else
+      return false;
+  }
+  for (int i = 0; i < 4; ++i) d.planes[i] = p.plane[i].data;
+  d.n = n;
+  d.k = k;
+  d.k0 = lp.k0;
+  d.k1 = lp.k1;
+  d.s0_e8m0 = lp.s0_map == grit::cpu::CodeMap::kE8M0;
+  for (int i = 0; i < 16; ++i) d.elem[i] = lp.elem[i];
+  for (int i = 0; i < 256; ++i) {
+    d.s0[i] = lp.s0[i];
+    d.zp[i] = lp.zp[i];
+  }
+  return true;
+}
+
+// The kernels read planes with 16-byte loads: an unaligned view is copied.
+at::Tensor aligned(const at::Tensor& t) {
+  return reinterpret_cast<uintptr_t>(t.const_data_ptr()) % 16 == 0 ? t : t.clone();
+}
+
+std::vector<int64_t> with_last(c10::IntArrayRef sizes, int64_t last) {
+  std::vector<int64_t> out(sizes.begin(), sizes.end());
+  out.back() = last;
+  return out;
+}
+
+std::optional<at::Tensor> cpu_opt(const std::optional<at::Tensor>& t) {
+  if (!t.has_value() || !t->defined()) return std::nullopt;
+  return t->cpu();
+}
+
+at::Tensor packed_linear_cuda(const at::Tensor& x, const at::Tensor& data, const at::Tensor& scale0,
+                              const at::Tensor& scale1, const at::Tensor& aux,
+                              c10::string_view grade_text, c10::IntArrayRef shape,
+                              const std::optional<at::Tensor>& bias) {
+  const char* op = "grit::packed_linear";
+  const auto grade = grade_arg(op, grade_text);
+  check_weight_shape(op, *grade, shape);
+  const int64_t n = shape[0], k = shape[1];
+  check_float_arg(op, "x", x);
+  TORCH_CHECK_VALUE(x.dim() >= 1 && x.size(-1) == k, op, ": argument 'x' has ", x.dim() ? x.size(-1) : 0,
+                    " features in its last dimension ", shape_str(x.sizes()), ", but the weight of shape ",
+                    shape_str(shape), " has ", k, " in-features (shape[1])");
+  const bool has_bias = bias.has_value() && bias->defined();
+  if (has_bias) {
+    check_float_arg(op, "bias", *bias);
+    TORCH_CHECK_VALUE(bias->dim() == 1 && bias->size(0) == n, op, ": argument 'bias' must have shape [", n,
+                      "] (the weight's out-features), found ", shape_str(bias->sizes()));
+    TORCH_CHECK_VALUE(bias->device() == x.device(), op, ": argument 'bias' must be on ", x.device(),
+                      " like x, found ", bias->device());
+  }
+  const c10::cuda::CUDAGuard guard(x.device());
+  const at::Tensor pd = aligned(data), p0 = aligned(scale0), p1 = aligned(scale1), pa = aligned(aux);
+  const PlaneArgs p = plane_args(op, pd, p0, p1, pa, *grade, shape, x.device());
+
+  grit::cuda::Plan plan;
+  if (!device_plan(*grade, p, n, k, &plan)) {
+    TORCH_WARN_ONCE(op, ": grade ", grade->canonical,
+                    " has no CUDA kernel; it runs the CPU kernel on host copies (a round trip)");
+    static auto cpu_op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("grit::packed_linear", "")
+                             .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                               const at::Tensor&, const at::Tensor&, c10::string_view,
+                                               c10::IntArrayRef, const std::optional<at::Tensor>&)>();
+    return cpu_op.call(x.cpu(), data.cpu(), scale0.cpu(), scale1.cpu(), aux.cpu(), grade_text, shape,
+                       cpu_opt(bias)).to(x.device());
+  }
+
+  int64_t m = 1;
+  for (int64_t d = 0; d + 1 < x.dim(); ++d) m *= x.size(d);
+  const at::Tensor x2 = aligned(x.reshape({m, k}).contiguous());
+  at::Tensor y = at::empty({m, n}, x.options());
+  if (m > 0 && n > 0) {
+    const at::Tensor b32 = has_bias ? bias->to(at::kFloat).contiguous() : at::Tensor();
+    const at::Tensor flag = at::zeros({1}, x.options().dtype(at::kInt));
+    const at::Tensor scratch = at::empty({plan.kind == grit::cuda::Kind::kInt8Sparse24 ? n + 1 : 1},
+                                         x.options().dtype(at::kLong));
+    const cudaError_t err = grit::cuda::packed_linear(
+        plan, x2.const_data_ptr(), dtype_of(x.scalar_type()), m, has_bias ? b32.const_data_ptr() : nullptr,
+        grit::cuda::DType::kFloat32, y.mutable_data_ptr(), dtype_of(x.scalar_type()),
+        flag.mutable_data_ptr<int>(), scratch.mutable_data_ptr<int64_t>(),
+        c10::cuda::getCurrentCUDAStream().stream());
+    TORCH_CHECK(err == cudaSuccess, op, ": CUDA kernel launch failed: ", cudaGetErrorString(err));
+  }
+  return y.view(with_last(x.sizes(), n));
+}
+
+at::Tensor dequantize_cuda(const at::Tensor& data, const at::Tensor& scale0, const at::Tensor& scale1,
+                           const at::Tensor& aux, c10::string_view grade_text, c10::IntArrayRef shape,
+                           at::ScalarType dtype) {
+  const char* op = "grit::dequantize";
+  const auto grade = grade_arg(op, grade_text);
+  TORCH_CHECK_TYPE(at::isFloatingType(dtype), op, ": argument 'dtype' must be a floating dtype, found ", dtype);
+  const c10::cuda::CUDAGuard guard(data.device());
+  const at::Tensor pd = aligned(data), p0 = aligned(scale0), p1 = aligned(scale1), pa = aligned(aux);
+  const PlaneArgs p = plane_args(op, pd, p0, p1, pa, *grade, shape, data.device());
+  int64_t numel = 1;
+  for (int64_t d : shape) numel *= d;
+  const int64_t k = shape.empty() ? 1 : shape.back();
+  const int64_t n = k > 0 ? numel / k : 0;
+  grit::cuda::Plan plan;
+  const bool whole_units = k % 16 == 0 && (k % 32 == 0 || grade->k0 == 16);
+  if (shape.empty() || !whole_units || !device_plan(*grade, p, n, k, &plan)) {
+    TORCH_WARN_ONCE(op, ": grade ", grade->canonical, " with shape ", shape_str(shape),
+                    " has no CUDA kernel; it runs the CPU kernel on host copies (a round trip)");
+    static auto cpu_op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("grit::dequantize", "")
+                             .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                               const at::Tensor&, c10::string_view, c10::IntArrayRef,
+                                               at::ScalarType)>();
+    return cpu_op.call(data.cpu(), scale0.cpu(), scale1.cpu(), aux.cpu(), grade_text, shape, dtype)
+        .to(data.device());
+  }
+  at::Tensor out = at::empty(shape, data.options().dtype(at::kFloat));
+  if (numel > 0) {
+    const at::Tensor flag = at::zeros({1}, data.options().dtype(at::kInt));
+    const at::Tensor scratch = at::empty({plan.kind == grit::cuda::Kind::kInt8Sparse24 ? n + 1 : 1},
+                                         data.options().dtype(at::kLong));
+    const cudaError_t err = grit::cuda::dequantize(plan, out.mutable_data_ptr<float>(),
+                                                   flag.mutable_data_ptr<int>(),
+                                                   scratch.mutable_data_ptr<int64_t>(),
+                                                   c10::cuda::getCurrentCUDAStream().stream());
+    TORCH_CHECK(err == cudaSuccess, op, ": CUDA kernel launch failed: ", cudaGetErrorString(err));
+  }
+  return dtype == at::kFloat ? out : out.to(dtype);
+}
+
+std::vector<at::Tensor> quantize_cuda(const at::Tensor& w, c10::string_view grade_text) {
+  // The reference encoder runs on the host: the planes are its bytes.
+  static auto cpu_op = c10::Dispatcher::singleton()
+                           .findSchemaOrThrow("grit::quantize", "")
+                           .typed<std::vector<at::Tensor>(const at::Tensor&, c10::string_view)>();
+  std::vector<at::Tensor> planes = cpu_op.call(w.cpu(), grade_text);
+  for (auto& t : planes) t = t.to(w.device());
+  return planes;
+}
+
+at::Tensor packed_linear_grad_input_cuda(const at::Tensor& grad_y, const at::Tensor& data,
+                                         const at::Tensor& scale0, const at::Tensor& scale1,
+                                         const at::Tensor& aux, c10::string_view grade_text,
+                                         c10::IntArrayRef shape) {
+  TORCH_WARN_ONCE("grit::packed_linear_grad_input has no CUDA kernel; it runs the CPU kernel on host "
+                  "copies (a round trip)");
+  static auto cpu_op = c10::Dispatcher::singleton()
+                           .findSchemaOrThrow("grit::packed_linear_grad_input", "")
+                           .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                             const at::Tensor&, const at::Tensor&, c10::string_view,
+                                             c10::IntArrayRef)>();
+  return cpu_op.call(grad_y.cpu(), data.cpu(), scale0.cpu(), scale1.cpu(), aux.cpu(), grade_text, shape)
+      .to(grad_y.device());
+}
+
+bool check_cuda(const at::Tensor& data, const at::Tensor& scale0, const at::Tensor& scale1,
+                const at::Tensor& aux, c10::string_view grade_text, c10::IntArrayRef shape) {
+  const char* op = "grit::check";
+  const auto grade = grade_arg(op, grade_text);
+  plane_args(op, data, scale0, scale1, aux, *grade, shape, data.device());
+  return true;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(grit, CUDA, m) {
+  m.impl("packed_linear", &packed_linear_cuda);
+  m.impl("dequantize", &dequantize_cuda);
+  m.impl("quantize", &quantize_cuda);
+  m.impl("packed_linear_grad_input", &packed_linear_grad_input_cuda);
+  m.impl("check", &check_cuda);
+}
+
+}  // namespace grit_ops

@@ -1,0 +1,90 @@
+// pybind11 bindings of the CPU kernel dispatch (kernels/cpu/packed_linear_cpu.h):
+// which instruction-set variant runs, a test hook to switch it, and each
+// variant's decoder on its own, so tests can prove it bit-exact.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <string>
+#include <vector>
+
+#include "grit/grit.h"
+#include "kernels/cpu/packed_linear_cpu.h"
+
+namespace py = pybind11;
+
+namespace {
+
+grit::cpu::Isa isa_arg(const std::string& name) {
+  grit::cpu::Isa isa;
+  if (!grit::cpu::isa_parse(name.c_str(), &isa))
+    throw py::value_error("unknown CPU kernel variant '" + name + "'; expected scalar, avx2 or avx512");
+  if (!grit::cpu::isa_supported(isa))
+    throw py::value_error("this CPU cannot run the " + name + " kernels");
+  return isa;
+}
+
+}  // namespace
+
+void bind_cpu_kernels(py::module_& m) {
+  m.def("cpu_isa", []() {
+    grit::cpu::Isa isa;
+    const grit::Status s = grit::cpu::active_isa(&isa);
+    if (!s.ok()) throw py::value_error(s.message);
+    return std::string(grit::cpu::isa_name(isa));
+  }, "The CPU kernel variant packed_linear runs: scalar, avx2 or avx512.");
+
+  m.def("cpu_isas_supported", []() {
+    std::vector<std::string> out;
+    for (auto i : {grit::cpu::Isa::kScalar, grit::cpu::Isa::kAvx2, grit::cpu::Isa::kAvx512})
+      if (grit::cpu::isa_supported(i)) out.push_back(grit::cpu::isa_name(i));
+    return out;
+  });
+
+  m.def("_set_cpu_isa", [](const std::string& name) {
+    grit::cpu::Isa prev;
+    const grit::Status s = grit::cpu::set_active_isa(isa_arg(name), &prev);
+    if (!s.ok()) throw py::value_error(s.message);
+    return std::string(grit::cpu::isa_name(prev));
+  }, "Tests only: run another CPU kernel variant from now on; returns the previous one.");
+
+  m.def("cpu_fast_kind", [](const grit::Grade& g) {
+    return std::string(grit::cpu::fast_kind_name(grit::cpu::fast_kind_of(g)));
+  }, "The fast decoder packed_linear uses for a grade ('reference' when none).");
+
+  // The rows of W as one variant's decoder produces them: (bytes of n*k
+  // float32, fell_back). fell_back: the decoder refused these planes (the
+  // op then runs the reference).
+  m.def("_cpu_decode", [](const std::string& isa_name, const grit::Grade& g, const py::sequence& planes,
+                          int64_t n, int64_t k) -> py::tuple {
+    const grit::cpu::Isa isa = isa_arg(isa_name);
+    if (py::len(planes) != 4) throw py::value_error("planes: expected 4 buffers");
+    std::vector<py::buffer_info> infos;
+    grit::cpu::PackedWeight w;
+    w.grade = &g;
+    w.n = n;
+    w.k = k;
+    for (int i = 0; i < 4; ++i) {
+      infos.push_back(planes[i].cast<py::buffer>().request());
+      w.planes[i].data = static_cast<const uint8_t*>(infos.back().ptr);
+      w.planes[i].size = static_cast<uint64_t>(infos.back().size * infos.back().itemsize);
+    }
+    uint64_t want[4];
+    grit::Status s = grit::grade_plane_bytes(g, static_cast<uint64_t>(n * k), want);
+    if (!s.ok()) throw py::value_error(s.message);
+    for (int i = 0; i < 4; ++i)
+      if (w.planes[i].size != want[i])
+        throw py::value_error("plane " + std::to_string(i) + ": expected " + std::to_string(want[i]) +
+                              " bytes, found " + std::to_string(w.planes[i].size));
+    std::string out(static_cast<size_t>(n * k) * sizeof(float), '\0');
+    bool fallback = false;
+    {
+      py::gil_scoped_release nogil;
+      grit::cpu::LinearPlan plan;
+      grit::cpu::make_plan(w, &plan);
+      s = grit::cpu::kernels_for(isa).decode_tiles(plan, 0, grit::cpu::linear_tile_count(n),
+                                                   reinterpret_cast<float*>(&out[0]), &fallback);
+    }
+    if (!s.ok()) throw py::value_error(s.message);
+    return py::make_tuple(py::bytes(out), fallback);
+  });
+}

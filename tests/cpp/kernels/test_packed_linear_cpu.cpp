@@ -1,0 +1,127 @@
+// The packed_linear CPU kernel variants against the contract core, torch-free:
+// every variant this CPU runs decodes random planes (NaN and infinite scales
+// included) to grit::decode's bits, and its linear_tiles returns the scalar
+// reference kernel's bits.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "grit/grit.h"
+#include "kernels/cpu/packed_linear_cpu.h"
+
+namespace {
+
+using grit::cpu::Isa;
+
+struct Case {
+  const char* grade;
+  int64_t n, k;
+};
+
+const Case kCases[] = {
+    {"MXFP4", 17, 96},  {"MXFP4", 33, 512}, {"NVF4", 17, 48},   {"NVF4", 40, 160},
+    {"Q4KS", 24, 160},  {"Q4KS", 33, 512},  {"I8S24", 17, 96},  {"I8S24", 40, 288},
+};
+
+// Uniformly random planes; I8S24 quads name two distinct positions.
+std::vector<std::vector<uint8_t>> random_planes(const grit::Grade& g, int64_t n, int64_t k, uint32_t seed) {
+  uint64_t bytes[4];
+  EXPECT_TRUE(grit::grade_plane_bytes(g, static_cast<uint64_t>(n * k), bytes).ok());
+  std::mt19937 rng(seed);
+  std::vector<std::vector<uint8_t>> p(4);
+  for (int i = 0; i < 4; ++i) {
+    p[i].resize(bytes[i]);
+    for (auto& b : p[i]) b = static_cast<uint8_t>(rng());
+  }
+  if (g.has_sp) {
+    for (auto& b : p[3]) {
+      uint8_t v = 0;
+      for (int q = 0; q < 2; ++q) {
+        const uint32_t a = rng() % 4, c = (a + 1 + rng() % 3) % 4;
+        v |= static_cast<uint8_t>((a | (c << 2)) << (4 * q));
+      }
+      b = v;
+    }
+  }
+  return p;
+}
+
+grit::cpu::PackedWeight weight(const grit::Grade& g, const std::vector<std::vector<uint8_t>>& p, int64_t n,
+                               int64_t k) {
+  grit::cpu::PackedWeight w;
+  w.grade = &g;
+  w.n = n;
+  w.k = k;
+  for (int i = 0; i < 4; ++i) w.planes[i] = grit::Plane{p[i].data(), p[i].size()};
+  return w;
+}
+
+std::vector<Isa> supported() {
+  std::vector<Isa> out;
+  for (Isa i : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512})
+    if (grit::cpu::isa_supported(i)) out.push_back(i);
+  return out;
+}
+
+TEST(PackedLinearCpu, EveryVariantDecodesLikeTheCore) {
+  for (const Case& c : kCases) {
+    const grit::Grade& g = *grit::reference_grade(c.grade)->grade;
+    const auto planes = random_planes(g, c.n, c.k, 7);
+    const grit::cpu::PackedWeight w = weight(g, planes, c.n, c.k);
+    std::vector<float> want(static_cast<size_t>(c.n * c.k));
+    ASSERT_TRUE(grit::decode(g, w.planes, static_cast<uint64_t>(c.n * c.k), want.data()).ok());
+    grit::cpu::LinearPlan plan;
+    grit::cpu::make_plan(w, &plan);
+    EXPECT_NE(plan.kind, grit::cpu::FastKind::kNone) << c.grade;
+    for (Isa isa : supported()) {
+      std::vector<float> got(want.size(), 1.0f);
+      bool fallback = false;
+      ASSERT_TRUE(grit::cpu::kernels_for(isa)
+                      .decode_tiles(plan, 0, grit::cpu::linear_tile_count(c.n), got.data(), &fallback)
+                      .ok());
+      EXPECT_FALSE(fallback);
+      EXPECT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * sizeof(float)))
+          << grit::cpu::isa_name(isa) << " " << c.grade << " [" << c.n << ", " << c.k << "]";
+    }
+  }
+}
+
+TEST(PackedLinearCpu, EveryVariantReturnsTheReferenceBits) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal;
+  for (const Case& c : kCases) {
+    const grit::Grade& g = *grit::reference_grade(c.grade)->grade;
+    std::vector<float> v(static_cast<size_t>(c.n * c.k));
+    for (auto& e : v) e = normal(rng);
+    grit::EncodedPlanes enc;
+    ASSERT_TRUE(grit::encode(g, v.data(), v.size(), &enc).ok());
+    std::vector<std::vector<uint8_t>> planes(enc.plane, enc.plane + 4);
+    const grit::cpu::PackedWeight w = weight(g, planes, c.n, c.k);
+    grit::cpu::LinearPlan plan;
+    grit::cpu::make_plan(w, &plan);
+    for (int64_t m : {1, 3, 9}) {
+      std::vector<float> x(static_cast<size_t>(m * c.k)), bias(static_cast<size_t>(c.n));
+      for (auto& e : x) e = normal(rng);
+      for (auto& e : bias) e = normal(rng);
+      std::vector<float> want(static_cast<size_t>(m * c.n));
+      ASSERT_TRUE(grit::cpu::linear_tiles(w, x.data(), m, bias.data(), 0, grit::cpu::linear_tile_count(c.n),
+                                          want.data())
+                      .ok());
+      for (Isa isa : supported()) {
+        std::vector<float> got(want.size(), -1.0f);
+        bool fallback = false;
+        ASSERT_TRUE(grit::cpu::kernels_for(isa)
+                        .linear_tiles(plan, x.data(), m, bias.data(), 0, grit::cpu::linear_tile_count(c.n),
+                                      got.data(), &fallback)
+                        .ok());
+        EXPECT_FALSE(fallback);
+        EXPECT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * sizeof(float)))
+            << grit::cpu::isa_name(isa) << " " << c.grade << " m=" << m;
+      }
+    }
+  }
+}
+
+}  // namespace

@@ -1,0 +1,288 @@
+"""The packed_linear CPU kernel variants (csrc/kernels/cpu): every variant this
+CPU can run (scalar = the reference kernel, avx2, avx512), forced in turn.
+
+Each variant's decoder is compared with the reference decode bit for bit on
+random plane bytes (so NaN and infinite scales occur, plus planted ones);
+each variant's packed_linear is compared with F.linear in float64 on the
+reference-decoded weight, and with the scalar variant bit for bit (all
+variants add the same binary32 products in ascending k). Results must not
+depend on the thread count, and GRIT_CPU_ISA must select the variant.
+"""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torch_grit
+from torch_grit import _C, ops
+
+ISAS = tuple(_C.cpu_isas_supported())
+GRADES = ("MXFP4", "NVF4", "Q4KS", "I8S24", "MXFP4_RNE", "NVF4_RTZ")
+DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+FAST_KIND = {"MXFP4": "nibble", "MXFP4_RNE": "nibble", "NVF4": "nibble", "NVF4_RTZ": "nibble",
+             "Q4KS": "nibble_affine", "I8S24": "int8_sparse24"}
+
+# [out, in]: out not a multiple of the 16-row tile, in not a multiple of the
+# 256-column super-block; level-1 groups straddle rows for Q4KS at in=160.
+SHAPES = {
+    "MXFP4": ((17, 96), (40, 160), (33, 512)),
+    "NVF4": ((17, 48), (40, 160), (33, 512)),
+    "Q4KS": ((24, 160), (40, 96), (33, 512)),
+    "I8S24": ((17, 96), (40, 160), (33, 512)),
+}
+SHAPES["MXFP4_RNE"] = SHAPES["MXFP4"]
+SHAPES["NVF4_RTZ"] = SHAPES["NVF4"]
+
+# Batch shapes: GEMV (1..8 rows in registers) and GEMM (more) paths.
+X_BATCHES = ((1,), (3, 5), (8,), (9,), (33,))
+
+# Tolerance per grade, against F.linear in float64 on the decoded weight.
+# The decode is exact (the decoder tests prove it), so what remains is the
+# float32 accumulation: the recursive-summation bound gamma_k * sum|x||w|,
+# the same for every grade, plus one rounding to a bf16/f16 output.
+F32_U = 2.0 ** -24
+OUT_U = {torch.float32: 0.0, torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11}
+TOLERANCE = {g: "float32 summation bound (exact decode)" for g in GRADES}
+
+
+@pytest.fixture(params=ISAS)
+def isa(request):
+    previous = _C._set_cpu_isa(request.param)
+    yield request.param
+    _C._set_cpu_isa(previous)
+
+
+def _native(grade):
+    return torch_grit.Grade.parse(grade)._native
+
+
+def _random_planes(grade, shape, seed=0, regular=True):
+    """Uniformly random plane bytes: every byte pattern is a valid plane, so
+    NaN and infinite scale codes occur. I8S24's metadata names two distinct
+    positions per quad unless regular=False."""
+    n, k = shape
+    g = torch.Generator().manual_seed(seed)
+    planes = [torch.randint(0, 256, (b,), dtype=torch.uint8, generator=g)
+              for b in _native(grade).plane_bytes(n * k)]
+    if grade == "I8S24" and regular:
+        q = n * k // 4
+        a = torch.randint(0, 4, (q,), generator=g)
+        b = torch.randint(0, 3, (q,), generator=g)
+        b = b + (b >= a).long()
+        # Either order: the lower position takes the first stored code.
+        lo_first = torch.randint(0, 2, (q,), generator=g).bool()
+        i0, i1 = torch.where(lo_first, a, b), torch.where(lo_first, b, a)
+        nib = (i0 | (i1 << 2)).view(-1, 2)
+        planes[3] = (nib[:, 0] | (nib[:, 1] << 4)).to(torch.uint8)
+    return planes
+
+
+def _plant_specials(grade, planes):
+    """Put NaN and infinite scales where the fast decoders must take their
+    non-finite route."""
+    planes = [p.clone() for p in planes]
+    f16 = lambda v: np.array([v], dtype=np.float16).view(np.uint8)
+    if grade.startswith("MXFP4"):
+        planes[1][0] = 255                                 # e8m0 NaN
+        planes[1][-1] = 0                                  # 2^-127, subnormal
+        planes[1][1] = 254                                 # 2^127: products overflow to inf
+    elif grade.startswith("NVF4"):
+        planes[1][0], planes[1][3] = 0x7F, 0xFF            # e4m3 NaN
+        planes[2][:] = torch.from_numpy(np.array([3e38], dtype=np.float32).view(np.uint8))
+    elif grade == "Q4KS":
+        planes[2][0:2] = torch.from_numpy(f16(np.inf))     # d = inf (S*0 is NaN)
+        planes[2][6:8] = torch.from_numpy(f16(np.nan))     # dmin = NaN
+    elif grade == "I8S24":
+        planes[1][0:2] = torch.from_numpy(f16(np.inf))
+        planes[1][4:6] = torch.from_numpy(f16(np.nan))
+    return planes
+
+
+def _reference_weight(grade, planes, shape):
+    return ops.dequantize(planes, grade, shape)
+
+
+def _bits(t):
+    return t.contiguous().view(torch.int32 if t.dtype == torch.float32 else torch.int16)
+
+
+def _same_bits(a, b):
+    both_nan = a.isnan() & b.isnan()
+    return bool(((_bits(a) == _bits(b)) | both_nan).all())
+
+
+# --------------------------------------------------------------------------- dispatch
+
+
+def test_every_reference_grade_has_a_fast_decoder():
+    for grade, kind in FAST_KIND.items():
+        assert _C.cpu_fast_kind(_native(grade)) == kind, grade
+    # A grade no fast decoder covers runs the reference kernel.
+    other = "grit1(e=e4m3,k0=32,s0=e8m0,esr=exp2floormaxabs)"
+    assert _C.cpu_fast_kind(_native(other)) == "reference"
+
+
+def test_the_best_variant_is_chosen_by_default():
+    assert ISAS[0] == "scalar"
+    env = {k: v for k, v in os.environ.items() if k != "GRIT_CPU_ISA"}
+    out = subprocess.run([sys.executable, "-c", "from torch_grit import _C; print(_C.cpu_isa())"],
+                         env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ISAS[-1]
+
+
+@pytest.mark.parametrize("name", ISAS)
+def test_grit_cpu_isa_selects_the_variant(name):
+    code = ("import torch; from torch_grit import _C, ops\n"
+            "w = ops.quantize(torch.randn(20, 64), 'MXFP4')\n"
+            "y = ops.packed_linear(torch.ones(2, 64), w, 'MXFP4', (20, 64))\n"
+            "print(_C.cpu_isa(), tuple(y.shape))")
+    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "GRIT_CPU_ISA": name},
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.split() == [name, "(2,", "20)"]
+
+
+def test_grit_cpu_isa_refuses_an_unknown_variant():
+    code = ("import torch; from torch_grit import ops\n"
+            "w = ops.quantize(torch.randn(20, 64), 'MXFP4')\n"
+            "try:\n"
+            "    ops.packed_linear(torch.ones(2, 64), w, 'MXFP4', (20, 64))\n"
+            "except ValueError as e:\n"
+            "    print(e)\n")
+    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "GRIT_CPU_ISA": "sse9"},
+                         capture_output=True, text=True, check=True)
+    assert "GRIT_CPU_ISA='sse9' names no kernel variant; expected scalar, avx2 or avx512" in out.stdout
+
+
+def test_set_cpu_isa_refuses_unknown_names():
+    with pytest.raises(ValueError, match="unknown CPU kernel variant 'neon'"):
+        _C._set_cpu_isa("neon")
+
+
+# --------------------------------------------------------------------------- decoders
+
+
+@pytest.mark.parametrize("grade", GRADES)
+def test_decoder_is_the_reference_decode_bit_for_bit(isa, grade):
+    for i, shape in enumerate(SHAPES[grade]):
+        planes = _random_planes(grade, shape, seed=i)
+        if i == 1:
+            planes = _plant_specials(grade, planes)
+        n, k = shape
+        want, err = _C.decode(_native(grade), [p.numpy() for p in planes], n * k)
+        assert err is None
+        got, fell_back = _C._cpu_decode(isa, _native(grade), [p.numpy() for p in planes], n, k)
+        assert not fell_back
+        want = np.frombuffer(want, dtype=np.uint32)
+        got = np.frombuffer(got, dtype=np.uint32)
+        bad = np.flatnonzero(got != want)
+        assert bad.size == 0, "%s %s %s: %d values differ, first at %s: %08x, want %08x" % (
+            isa, grade, shape, bad.size, np.unravel_index(bad[0], shape), got[bad[0]], want[bad[0]])
+        if i == 1:  # the planted specials really are there
+            w = want.view(np.float32)
+            assert np.isnan(w).any()
+            if grade != "I8S24":
+                assert np.isinf(w).any() or grade == "Q4KS"
+
+
+def test_sparse_quads_naming_one_position_twice_fall_back(isa):
+    # The fast I8S24 decoder assumes two distinct positions per quad (then
+    # row r's codes start at r*k/2); planes that break it run the reference.
+    shape = (40, 160)
+    planes = _random_planes("I8S24", shape, regular=False)
+    got, fell_back = _C._cpu_decode(isa, _native("I8S24"), [p.numpy() for p in planes], *shape)
+    assert fell_back == (isa != "scalar")
+    x = torch.randn(3, shape[1])
+    y = ops.packed_linear(x, planes, "I8S24", shape)
+    _C._set_cpu_isa("scalar")
+    want = ops.packed_linear(x, planes, "I8S24", shape)
+    assert _same_bits(y, want)
+
+
+# --------------------------------------------------------------------------- packed_linear
+
+
+def _assert_within_bound(got, x, w, bias, out_dtype):
+    k = x.shape[-1]
+    gamma = k * F32_U / (1 - k * F32_U) + F32_U
+    xd, wd = x.double(), w.double()
+    bd = None if bias is None else bias.double()
+    ref = F.linear(xd, wd, bd)
+    mag = F.linear(xd.abs(), wd.abs(), None if bd is None else bd.abs())
+    u = OUT_U[out_dtype]
+    bound = gamma * mag * (1 + u) + u * ref.abs()
+    err = (got.double() - ref).abs()
+    finite = torch.isfinite(ref)
+    assert bool((err[finite] <= bound[finite]).all()), "max excess %g" % (err - bound)[finite].max()
+    assert bool((got.isnan() == ref.isnan()).all())
+
+
+@pytest.mark.parametrize("grade", ("MXFP4", "NVF4", "Q4KS", "I8S24"))
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_packed_linear_matches_float64_and_the_reference(isa, grade, dtype):
+    for i, shape in enumerate(SHAPES[grade]):
+        planes = ops.quantize(torch.randn(shape, generator=torch.Generator().manual_seed(i)), grade)
+        w = _reference_weight(grade, planes, shape)
+        for b, batch in enumerate(X_BATCHES):
+            x = torch.randn(*batch, shape[1], generator=torch.Generator().manual_seed(10 + b)).to(dtype)
+            bias = torch.randn(shape[0]).to(dtype) if b % 2 else None
+            y = ops.packed_linear(x, planes, grade, shape, bias)
+            assert y.dtype == dtype and y.shape == (*batch, shape[0])
+            _assert_within_bound(y, x.float(), w, None if bias is None else bias.float(), dtype)
+            if isa != "scalar":
+                prev = _C._set_cpu_isa("scalar")
+                want = ops.packed_linear(x, planes, grade, shape, bias)
+                _C._set_cpu_isa(prev)
+                assert _same_bits(y, want), (isa, grade, shape, batch)
+
+
+@pytest.mark.parametrize("grade", ("MXFP4", "NVF4", "Q4KS", "I8S24"))
+def test_non_finite_weights_and_activations_match_the_reference(isa, grade):
+    shape = SHAPES[grade][1]
+    planes = _plant_specials(grade, _random_planes(grade, shape, seed=5))
+    w = _reference_weight(grade, planes, shape)
+    assert not bool(torch.isfinite(w).all())
+    x = torch.randn(9, shape[1])
+    x[1, 3] = float("inf")
+    x[2, 7] = float("nan")
+    prev = _C._set_cpu_isa("scalar")
+    want = [ops.packed_linear(x[:m], planes, grade, shape) for m in (1, 4, 9)]
+    _C._set_cpu_isa(prev)
+    for m, wm in zip((1, 4, 9), want):
+        got = ops.packed_linear(x[:m], planes, grade, shape)
+        assert _same_bits(got, wm), (isa, grade, m)
+    # And the reference is F.linear on the decoded weight, NaN positions included.
+    ref = F.linear(x.double(), w.double())
+    assert bool((want[2].isnan() == ref.isnan()).all())
+
+
+@pytest.mark.parametrize("grade", ("MXFP4", "NVF4", "Q4KS", "I8S24"))
+def test_results_do_not_depend_on_the_thread_count(isa, grade):
+    shape = (200, 512)  # 13 tiles: threads split them unevenly
+    planes = ops.quantize(torch.randn(shape), grade)
+    before = torch.get_num_threads()
+    try:
+        results = []
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            results.append([ops.packed_linear(torch.randn(m, shape[1], generator=torch.Generator().manual_seed(m)),
+                                              planes, grade, shape) for m in (1, 5, 33)])
+    finally:
+        torch.set_num_threads(before)
+    for a, b in zip(*results):
+        assert torch.equal(_bits(a), _bits(b))
+
+
+def test_a_grade_without_a_fast_decoder_runs_the_reference(isa):
+    grade = "grit1(e=e4m3,k0=32,s0=e8m0,esr=exp2floormaxabs)"
+    shape = (20, 64)
+    planes = _random_planes(grade, shape)
+    planes[1] = torch.randint(120, 130, planes[1].shape, dtype=torch.uint8)  # scales 2^-7 .. 2^2
+    planes[0][5] = 0x7F  # an e4m3 NaN element
+    w = _reference_weight(grade, planes, shape)
+    x = torch.randn(3, 64)
+    _assert_within_bound(ops.packed_linear(x, planes, grade, shape), x, w, None, torch.float32)

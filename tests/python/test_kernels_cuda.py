@@ -1,0 +1,107 @@
+"""The CUDA kernels of packed_linear and dequantize (csrc/kernels/cuda), on
+the GPU. Skipped only when no CUDA device is visible; where one is, the CUDA
+kernels must be registered.
+
+dequantize on CUDA returns the reference decode's bits (NaN and infinite
+scales included); packed_linear on CUDA stays within the float32 summation
+bound of F.linear in float64 on the decoded weight (its fixed reduction
+order is not the CPU's, see csrc/kernels/cuda/packed_linear_cuda.h) and is
+bit-for-bit repeatable, on any stream.
+"""
+
+import pytest
+import torch
+
+from torch_grit import ops
+from test_kernels_cpu import (SHAPES, X_BATCHES, _assert_within_bound, _plant_specials, _random_planes,
+                              _reference_weight)
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device visible")
+
+GRADES = ("MXFP4", "NVF4", "Q4KS", "I8S24", "MXFP4_RNE", "NVF4_RTZ")
+DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+DEV = "cuda"
+
+
+def _cuda(planes):
+    return [p.to(DEV) for p in planes]
+
+
+def test_the_cuda_kernels_are_registered():
+    for op in ("packed_linear", "dequantize", "quantize", "packed_linear_grad_input", "check"):
+        assert torch._C._dispatch_has_kernel_for_dispatch_key("grit::" + op, "CUDA"), op
+
+
+@pytest.mark.parametrize("grade", GRADES)
+def test_dequantize_is_the_reference_decode_bit_for_bit(grade):
+    for i, shape in enumerate(SHAPES[grade]):
+        planes = _random_planes(grade, shape, seed=i)
+        if i == 1:
+            planes = _plant_specials(grade, planes)
+        want = ops.dequantize(planes, grade, shape)
+        got = ops.dequantize(_cuda(planes), grade, shape).cpu()
+        bad = (got.view(torch.int32) != want.view(torch.int32)).nonzero()
+        assert bad.numel() == 0, "%s %s: first differing value at %s" % (grade, shape, bad[0].tolist())
+
+
+@pytest.mark.parametrize("grade", ("MXFP4", "NVF4", "Q4KS", "I8S24"))
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_packed_linear_is_within_the_float32_bound(grade, dtype):
+    for i, shape in enumerate(SHAPES[grade]):
+        planes = ops.quantize(torch.randn(shape, generator=torch.Generator().manual_seed(i)), grade)
+        w = _reference_weight(grade, planes, shape)
+        dplanes = _cuda(planes)
+        for b, batch in enumerate(X_BATCHES):
+            x = torch.randn(*batch, shape[1], generator=torch.Generator().manual_seed(10 + b)).to(dtype)
+            bias = torch.randn(shape[0]).to(dtype) if b % 2 else None
+            y = ops.packed_linear(x.to(DEV), dplanes, grade, shape, None if bias is None else bias.to(DEV))
+            assert y.device.type == "cuda" and y.dtype == dtype and y.shape == (*batch, shape[0])
+            _assert_within_bound(y.cpu(), x.float(), w, None if bias is None else bias.float(), dtype)
+
+
+@pytest.mark.parametrize("grade", ("MXFP4", "NVF4", "Q4KS", "I8S24"))
+def test_non_finite_weights_give_nan_where_the_reference_does(grade):
+    shape = SHAPES[grade][1]
+    planes = _plant_specials(grade, _random_planes(grade, shape, seed=5))
+    # Small activations: no finite sum comes near the float32 range, so which
+    # outputs are NaN or infinite does not depend on the summation order.
+    x = torch.rand(9, shape[1]) * 2e-3 - 1e-3
+    want = ops.packed_linear(x, planes, grade, shape)
+    got = ops.packed_linear(x.to(DEV), _cuda(planes), grade, shape).cpu()
+    assert bool((got.isnan() == want.isnan()).all())
+    assert bool((got.isinf() == want.isinf()).all())
+
+
+@pytest.mark.parametrize("grade", ("MXFP4", "Q4KS", "I8S24"))
+def test_results_are_repeatable_on_any_stream(grade):
+    shape = (1000, 2048)
+    planes = _cuda(ops.quantize(torch.randn(shape), grade))
+    x = torch.randn(33, shape[1], device=DEV, dtype=torch.bfloat16)
+    a = ops.packed_linear(x, planes, grade, shape)
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        b = ops.packed_linear(x, planes, grade, shape)
+    s.synchronize()
+    assert torch.equal(a.view(torch.int16), b.view(torch.int16))
+    # The order depends on k only: one batch row alone gives the same bits.
+    c = ops.packed_linear(x[5:6], planes, grade, shape)
+    assert torch.equal(a[5:6].view(torch.int16), c.view(torch.int16))
+
+
+def test_sparse_quads_naming_one_position_twice_take_the_exact_path():
+    shape = (40, 160)
+    planes = _random_planes("I8S24", shape, regular=False)
+    w = _reference_weight("I8S24", planes, shape)
+    got = ops.dequantize(_cuda(planes), "I8S24", shape).cpu()
+    assert torch.equal(got.view(torch.int32), w.view(torch.int32))
+    x = torch.randn(3, shape[1])
+    y = ops.packed_linear(x.to(DEV), _cuda(planes), "I8S24", shape).cpu()
+    _assert_within_bound(y, x, w, None, torch.float32)
+
+
+def test_opcheck_on_cuda():
+    shape = (64, 256)
+    planes = _cuda(ops.quantize(torch.randn(shape), "MXFP4"))
+    x = torch.randn(3, 256, device=DEV, dtype=torch.bfloat16)
+    torch.library.opcheck(torch.ops.grit.packed_linear.default, (x, *planes, "MXFP4", list(shape), None))
+    torch.library.opcheck(torch.ops.grit.dequantize.default, (*planes, "MXFP4", list(shape), torch.float32))

@@ -206,6 +206,11 @@ def _ct_fnuz(d):
     return str(folder / "model.safetensors")
 
 
+def _ct_marlin24(d):
+    mods = {p: W.marlin24_module(W.weights(i, W.ROWS * 2, W.COLS)) for i, p in enumerate(W.layer_names(1))}
+    return W.write_quantized_folder(str(d / "ct_marlin24"), mods, W.MARLIN24_CONFIG)
+
+
 def _bnb_nf4(d):
     # bitsandbytes is not installed: the layout follows transformers' serialization of
     # bnb Params4bit (packed U8 codes + absmax + quant_map + quant_state JSON bytes).
@@ -258,7 +263,7 @@ BUILDERS = {
     "ct_drift": _ct({"group_0": ("W8A8", ["re:.*layers\\.0\\.mlp.*"]), "group_1": ("MXFP4A16", ["Linear"])},
                     "ct_drift"),
     "ct_partial": lambda d: _half_converted(d),
-    "ct_fnuz": _ct_fnuz, "bnb_nf4": _bnb_nf4, "plain": _plain,
+    "ct_fnuz": _ct_fnuz, "ct_marlin24": _ct_marlin24, "bnb_nf4": _bnb_nf4, "plain": _plain,
 }
 CLEAN = ("gguf_clean_f32", "gguf_declared", "gguf_declared_mxfp4", "ours_MXFP4", "ours_NVF4", "ours_Q4KS",
          "ours_I8S24", "plain")

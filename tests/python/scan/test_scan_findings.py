@@ -54,6 +54,7 @@ FIRES = [
     ("ct_nvfp4", "inferred_inexpressible", "warning", "divisor"),
     ("ct_fp8", "inferred_inexpressible", "warning", "whole tensor"),
     ("ct_fnuz", "inferred_inexpressible", "warning", "FNUZ"),
+    ("ct_marlin24", "inferred_inexpressible", "warning", "Marlin's kernel layout"),
     ("bnb_nf4", "inferred_inexpressible", "warning", "NF4 is a codebook"),
     ("ct_w4a16", "format_inferred", "warning", "compressed-tensors"),
     ("gptq_v1", "format_inferred", "warning", "GPTQ"),

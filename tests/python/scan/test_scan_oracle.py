@@ -55,6 +55,9 @@ DIFFERENCES = {
                "the oracle reads only weight_packed compressed-tensors; per-tensor FP8 scales are inexpressible"),
     "ct_fnuz": ({("format_inferred", _W), ("inferred_inexpressible", _W)}, set(),
                 "the oracle reads only weight_packed compressed-tensors; FNUZ FP8 is inexpressible"),
+    "ct_marlin24": ({("format_inferred", _W), ("inferred_inexpressible", _W)}, set(),
+                    "the oracle reads only weight_packed compressed-tensors and does not know marlin-24's "
+                    "scale_packed/meta layout; we name it inexpressible"),
     "ct_partial": ({("format_inferred", _W), ("partial_quantisation", _W)}, set(),
                    "the oracle reads only weight_packed compressed-tensors"),
     "bnb_nf4": ({("inferred_inexpressible", _W)}, set(), "the oracle does not recognise bitsandbytes NF4"),

@@ -8,6 +8,11 @@
 - GPTQ / AWQ: packed here by the published conventions (AutoGPTQ's pack:
   qweight along the input axis, zeros stored minus one in v1; AutoAWQ GEMM:
   along the output axis in the order 0,2,4,6,1,3,5,7), written by safetensors.
+- marlin-24: compressed-tensors 0.20 ships no marlin-24 compressor (the format
+  is legacy), so the layout is packed here by its published convention
+  (the legacy Marlin24Compressor: 2:4 pruned, transposed, tiled 16x16 and
+  permuted with the package's own get_permutations_24, eight 4-bit codes per
+  int32), written by safetensors with the config the compressor wrote.
 - ours: torch_grit.save.
 """
 
@@ -206,6 +211,46 @@ def write_compressed_tensors(folder, groups, ignore=("lm_head",), seed=0):
     save_file({k: v.contiguous() for k, v in model.state_dict().items()}, path)
     compressor.update_config(folder)
     return path
+
+
+def marlin24_module(w, group=128, tile=16):
+    """The legacy compressed-tensors marlin-24 layout for one linear w [out, in] (4-bit, symmetric).
+
+    weight_packed I32 [in/32, 2*out], scale_packed F16 [in/group, out] (Marlin's scale permutation),
+    meta I16 [in/32, 2*out] (the 2:4 positions, two 2-bit indices per group of four, four groups per
+    int16; Marlin additionally interleaves them for its tensor cores, which the scan does not read).
+    """
+    from compressed_tensors.utils.permutations_24 import get_permutations_24
+
+    out_f, in_f = w.shape
+    wt = torch.from_numpy(np.ascontiguousarray(w.T))                          # [k, n]
+    quads = wt.reshape(in_f // 4, 4, out_f)
+    keep = quads.abs().topk(2, dim=1).indices.sort(dim=1).values              # [k/4, 2, n]
+    kept = quads.gather(1, keep).reshape(in_f // 2, out_f)                    # [k/2, n]
+    scale = wt.reshape(in_f // group, group, out_f).abs().amax(1) / 7.0       # [k/g, n]
+    rep = scale.repeat_interleave(group // 2, dim=0)
+    q = (torch.round(kept / rep).clamp(-8, 7) + 8).to(torch.int64)           # codes + 2^(b-1)
+    perm, scale_perm, _ = get_permutations_24(4)
+    k2 = in_f // 2
+    t = q.reshape(k2 // tile, tile, out_f // tile, tile).permute(0, 2, 1, 3).reshape(k2 // tile, out_f * tile)
+    t = t.reshape(-1, perm.numel())[:, perm].reshape(t.shape).numpy().astype(np.uint32)
+    packed = np.zeros((t.shape[0], t.shape[1] // 8), dtype=np.uint32)
+    for i in range(8):
+        packed |= t[:, i::8] << (4 * i)
+    scales = scale.reshape(-1, len(scale_perm))[:, scale_perm].reshape(-1, out_f).to(torch.float16)
+    idx = keep.permute(2, 0, 1).numpy().astype(np.uint16)                    # [n, k/4, 2]
+    nib = idx[:, :, 0] | (idx[:, :, 1] << 2)                                  # [n, k/4]
+    nib = nib.reshape(out_f, in_f // 16, 4)
+    meta = nib[:, :, 0] | (nib[:, :, 1] << 4) | (nib[:, :, 2] << 8) | (nib[:, :, 3] << 12)   # [n, k/16]
+    meta = np.ascontiguousarray(meta.reshape(in_f // 32, 2 * out_f)).view(np.int16)
+    return {"weight_packed": packed.view(np.int32), "scale_packed": scales.numpy(), "meta": meta}
+
+
+MARLIN24_CONFIG = {
+    "quant_method": "compressed-tensors", "format": "marlin-24", "ignore": ["lm_head"],
+    "config_groups": {"group_0": {"targets": ["Linear"], "weights": {
+        "num_bits": 4, "type": "int", "strategy": "group", "group_size": 128, "symmetric": True}}},
+}
 
 
 # -- ours -----------------------------------------------------------------------------------------

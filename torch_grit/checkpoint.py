@@ -41,7 +41,7 @@ from .checkpoint_format import (
 )
 from .checkpoint_read import _grit_error, open_layout
 from .descriptor import Descriptor
-from .errors import GritCheckError
+from .errors import GritCheckError, InexpressibleError
 from .safetensors_io import TORCH_TO_ST, CheckpointError, tensor_bytes
 from .tensor import GritTensor
 
@@ -59,6 +59,8 @@ def _units_from_state_dict(state_dict):
             if t.transposed:
                 raise ValueError("%s is the transposed view of a GritTensor; save the weight "
                                  "itself (W, not W.t())" % name)
+            if t.is_int4_groups:
+                raise InexpressibleError(name, t.grade_canonical, t.grade.grit_inexpressible)
             u = Packed(name, Descriptor(t.grade_canonical, t.logical_shape,
                                         placement=t.placement_words), DTYPE_NAMES[t.logical_dtype])
             check(u.descriptor, t.planes, tensor=name)  # a corrupted tensor is not saved

@@ -50,3 +50,15 @@ class GroupAxisError(ValueError):
 
     Changing the group axis is requantization, not a view (a GRIT law).
     """
+
+
+class InexpressibleError(ValueError):
+    """A tensor whose grade GRIT v1 cannot carry (seed 001's INT4G) was to be
+    exported as GRIT; nothing was written. ``tensor`` and ``grade`` name it."""
+
+    def __init__(self, tensor, grade, reason):
+        super().__init__("%s: grade %s cannot be exported as a GRIT checkpoint: %s. Nothing was "
+                         "written; keep it in memory, dequantize it, or pack it to a GRIT grade "
+                         "(MXFP4, NVF4, Q4KS, I8S24)" % (tensor, grade, reason))
+        self.tensor = tensor
+        self.grade = grade

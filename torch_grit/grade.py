@@ -11,6 +11,14 @@ def _parse_native(text):
     native, err = _C.grade_parse(text)
     if err is not None:
         code, message, token, position = err
+        group = _C.int4g_parse_name(text)
+        if group is not None:
+            raise GradeError(
+                "grade %r is seed 001's int4 row groups (Grade.int4_groups(%d)), not a GRIT grade: "
+                "%s. torch_grit.quantize, quantize_, GritLinear and torch.ops.grit.* take the "
+                "name; descriptors, checkpoints, profile and grade='auto' need a GRIT grade"
+                % (text, group, _C.int4g_grit_inexpressible()), code="inexpressible",
+                token=text.strip(), position=0)
         raise GradeError("grade %r: %s" % (text, message), code=code, token=token, position=position)
     return native
 
@@ -99,6 +107,23 @@ class Grade:
 
     def __reduce__(self):
         return (Grade.parse, (self.canonical,))
+
+
+def resolve_grade(spec):
+    """A grade the packed ops accept: a ``Grade`` (GRIT), or an ``Int4Groups``
+    for seed 001's "INT4G<g>" names (which have no GRIT descriptor).
+
+    Both have ``.canonical`` (the string the ops take) and ``.name``.
+    """
+    from .int4_groups import Int4Groups
+
+    if isinstance(spec, Int4Groups):
+        return spec
+    if isinstance(spec, str):
+        group = _C.int4g_parse_name(spec)
+        if group is not None:
+            return Int4Groups(group)
+    return Grade.parse(spec)
 
 
 for _name, _short, _canonical in _C.reference_grades():

@@ -5,8 +5,6 @@ carry this grade (binary64 scales, short final groups), so it has no GRIT
 descriptor: ``Int4Groups.grit_inexpressible`` says why.
 """
 
-import re
-
 import numpy as np
 
 from . import _C
@@ -22,9 +20,6 @@ class Int4GroupsError(ValueError):
         self.kind = kind
 
 
-_NAME = re.compile(r"^INT4G([1-9][0-9]*)$", re.IGNORECASE)
-
-
 class Int4Groups:
     """The grade "INT4G<g>": signed codes -7..7, one binary64 scale per row group of g."""
 
@@ -38,14 +33,21 @@ class Int4Groups:
 
     @classmethod
     def parse(cls, name):
-        m = _NAME.match(name.strip()) if isinstance(name, str) else None
-        if m is None:
+        """"INT4G<g>" in any case, surrounding whitespace ignored (the core's parser,
+        the one the ops use)."""
+        group = _C.int4g_parse_name(name) if isinstance(name, str) else None
+        if group is None:
             raise ValueError("not an INT4G grade name (expected e.g. 'INT4G32'): %r" % (name,))
-        return cls(int(m.group(1)))
+        return cls(group)
 
     @property
     def name(self):
         return "INT4G%d" % self.group
+
+    @property
+    def canonical(self):
+        """The string the grit:: ops take (as ``Grade.canonical`` is for GRIT grades)."""
+        return self.name
 
     @property
     def grit_inexpressible(self):

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .grade import Grade
+from .grade import resolve_grade
 from .tensor import GritTensor, quantize
 
 
@@ -46,7 +46,7 @@ class GritLinear(nn.Module):
         """Pack ``linear``'s weight to ``grade``; the bias is copied as a float Parameter."""
         if not isinstance(linear, nn.Linear):
             raise TypeError("from_linear takes an nn.Linear; found %s" % type(linear).__name__)
-        weight = quantize(linear.weight.detach(), Grade.parse(grade), name=name)
+        weight = quantize(linear.weight.detach(), resolve_grade(grade), name=name)
         return cls.from_packed(weight, linear.bias)
 
     @classmethod
@@ -162,7 +162,7 @@ class ScriptableGritLinear(nn.Module):
             unexpected_keys.remove(key)
 
     def extra_repr(self):
-        grade = Grade.parse(self.grade)
+        grade = resolve_grade(self.grade)
         return "in_features=%d, out_features=%d, bias=%s, grade=%s" % (
             self.in_features, self.out_features, self.bias is not None,
             grade.name or grade.canonical)

@@ -14,7 +14,8 @@ import torch
 from .check import check
 from .descriptor import Descriptor
 from .errors import GroupAxisError, UnsupportedOpError
-from .grade import Grade
+from .grade import Grade, resolve_grade
+from .int4_groups import Int4Groups
 from .placement import Placement
 
 aten = torch.ops.aten
@@ -62,6 +63,12 @@ class GritTensor(torch.Tensor):
     view that ``x @ W.t()``, ``torch.mm`` and ``torch.addmm`` consume as the
     linear layer ``x @ W^T``; a product that would need groups along the other
     axis is refused (changing the group axis is requantization, not a view).
+
+    The grade may also be seed 001's ``"INT4G<g>"`` (``Grade.int4_groups(g)``):
+    then ``planes`` are ``[codes, scales, empty, empty]``, the packed code bytes
+    and the binary64 scales as raw little-endian bytes (``planes[1].view(
+    torch.float64)`` gives them as numbers); it has no GRIT descriptor or
+    placement, and ``torch_grit.save`` refuses it, saying why.
     """
 
     # Declared once: flatten/unflatten, repr and every derived copy read these.
@@ -99,7 +106,7 @@ class GritTensor(torch.Tensor):
         other layout yet, and reading bytes under a placement they were not
         written in would decode garbage.
         """
-        grade = Grade.parse(grade)
+        grade = resolve_grade(grade)
         shape = tuple(int(s) for s in shape)
         label = name or "GritTensor"
         if len(shape) != 2:
@@ -123,6 +130,8 @@ class GritTensor(torch.Tensor):
             if p.device != device:
                 raise ValueError("%s: plane %d is on %s, plane 0 on %s; planes share one device"
                                  % (label, i, p.device, device))
+        if isinstance(grade, Int4Groups):
+            return cls._from_int4g_planes(planes, grade, shape, dtype, placement, label)
         desc = Descriptor(grade, shape)
         if placement is not None and tuple(placement) != tuple(desc.placement):
             raise ValueError("%s: placement %r is not the canonical %r for %s; the packed kernels "
@@ -131,23 +140,54 @@ class GritTensor(torch.Tensor):
         check(desc, planes, tensor=label)
         return cls(*planes, grade.canonical, tuple(desc.placement), shape, dtype)
 
+    @classmethod
+    def _from_int4g_planes(cls, planes, grade, shape, dtype, placement, label):
+        """INT4G: no descriptor to check against, so the core reader validates the bytes."""
+        if placement is not None and tuple(placement) != ():
+            raise ValueError("%s: %s has no GRIT placement (found %r); pass placement=None"
+                             % (label, grade.name, placement))
+        try:
+            torch.ops.grit.check(*planes, grade.canonical, list(shape))
+        except (TypeError, ValueError) as e:
+            raise type(e)("%s: %s" % (label, e)) from None
+        return cls(*planes, grade.canonical, (), shape, dtype)
+
     # -- what a GritTensor is, in the contract's words ----------------------------
 
     @property
     def grade(self):
-        return Grade.parse(self.grade_canonical)
+        """A ``Grade``, or an ``Int4Groups`` for seed 001's "INT4G<g>"."""
+        return resolve_grade(self.grade_canonical)
+
+    @property
+    def is_int4_groups(self):
+        return not self.placement_words and isinstance(self.grade, Int4Groups)
+
+    def _no_grit(self, what):
+        g = self.grade
+        return ValueError("a GritTensor of grade %s has no GRIT %s: %s"
+                          % (g.name, what, g.grit_inexpressible))
 
     @property
     def placement(self):
+        if self.is_int4_groups:
+            raise self._no_grit("placement")
         return Placement(*self.placement_words)
 
     @property
     def descriptor(self):
-        """The descriptor of the stored weight (groups along its last axis)."""
+        """The descriptor of the stored weight (groups along its last axis).
+
+        ValueError for INT4G, which GRIT v1 cannot describe (the message says why).
+        """
+        if self.is_int4_groups:
+            raise self._no_grit("descriptor")
         return Descriptor(self.grade_canonical, self.logical_shape, placement=self.placement_words)
 
     @property
     def planes(self):
+        """``[data, scale0, scale1, aux]``, 1-D uint8 tensors. For INT4G:
+        ``[codes, scales, empty, empty]`` with the binary64 scales as raw bytes."""
         return [getattr(self, n) for n in self.PLANE_NAMES]
 
     @property
@@ -167,6 +207,11 @@ class GritTensor(torch.Tensor):
 
     def __repr__(self):
         grade = self.grade
+        if isinstance(grade, Int4Groups):
+            return "GritTensor(grade=%s (seed 001 int4 groups, no GRIT descriptor), shape=%s%s, " \
+                "dtype=%s, device=%s)" % (grade.name, tuple(self.shape),
+                                          ", transposed view" if self.transposed else "",
+                                          self.dtype, self.device)
         name = " (%s)" % grade.name if grade.name else ""
         return "GritTensor(grade=%s%s, gid=%s, shape=%s%s, dtype=%s, device=%s, placement=%r)" % (
             self.grade_canonical, name, self.descriptor.gid, tuple(self.shape),
@@ -309,7 +354,9 @@ def _permute(func, args, kwargs):
 
 def group_size(grade):
     """Weights per row that a grade's groups tile: k0, or k0*k1 with a second level."""
-    grade = Grade.parse(grade)
+    grade = resolve_grade(grade)
+    if isinstance(grade, Int4Groups):
+        return grade.group
     k0 = int(grade.fields["k0"])
     k1 = int(grade.fields.get("k1") or 0)
     return k0 * k1 if k1 > 0 else k0
@@ -317,11 +364,17 @@ def group_size(grade):
 
 def fit_error(shape, grade, name="weight"):
     """Why ``shape`` cannot be packed to ``grade`` row by row, or None if it can."""
-    grade = Grade.parse(grade)
-    size = group_size(grade)
+    grade = resolve_grade(grade)
     if len(shape) != 2:
         return ("%s: quantize takes a 2-D weight [out_features, in_features]; found shape %s"
                 % (name, tuple(shape)))
+    if isinstance(grade, Int4Groups):
+        # Any row length: a row ends in a short group of its own.
+        if min(shape) < 1:
+            return ("%s: shape %s cannot be packed to %s: it packs non-empty matrices only"
+                    % (name, tuple(shape), grade.name))
+        return None
+    size = group_size(grade)
     if size <= 0 or shape[1] % size:
         return ("%s: shape %s cannot be packed to %s: in_features=%d is not a multiple of its "
                 "group size %d (groups run along the last axis and must not straddle rows); "
@@ -339,8 +392,9 @@ def quantize(w, grade, name="weight"):
 
     ``grade`` is a Grade, a canonical string or a reference name ("MXFP4").
     NaN and Inf are legal input: they poison their group as the contract says.
+    ``"INT4G<g>"`` (seed 001's int4 row groups) refuses NaN and Inf instead.
     """
-    grade = Grade.parse(grade)
+    grade = resolve_grade(grade)
     if isinstance(w, GritTensor):
         raise ValueError("%s is already a GritTensor (%s): quantizing a reconstruction again "
                          "compounds the error; start from the original float weight"

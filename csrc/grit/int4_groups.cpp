@@ -15,7 +15,34 @@ std::string at(uint64_t i, uint64_t cols) {
   return "row " + std::to_string(i / cols) + ", column " + std::to_string(i % cols);
 }
 
+bool ascii_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+
 }  // namespace
+
+Status int4g_parse_name(const char* text, size_t len, uint64_t* group) {
+  size_t b = 0, e = len;
+  while (b < e && ascii_space(text[b])) ++b;
+  while (e > b && ascii_space(text[e - 1])) --e;
+  static const char kPrefix[] = "int4g";
+  const size_t np = sizeof(kPrefix) - 1;
+  bool form = e - b > np;
+  for (size_t i = 0; form && i < np; ++i) {
+    const char c = text[b + i];
+    form = (c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c) == kPrefix[i];
+  }
+  form = form && text[b + np] >= '1' && text[b + np] <= '9';
+  for (size_t i = b + np; form && i < e; ++i) form = text[i] >= '0' && text[i] <= '9';
+  if (!form) return Status::Fail(Error::kMalformed, "not an INT4G<g> grade name");
+  uint64_t g = 0;
+  for (size_t i = b + np; i < e; ++i) {
+    g = g * 10 + static_cast<uint64_t>(text[i] - '0');
+    if (g > (1ull << 62))
+      return Status::Fail(Error::kOutOfRange, "the INT4G group size must be at most 2^62, found " +
+                                                  std::string(text + b + np, e - b - np));
+  }
+  *group = g;
+  return Status::Ok();
+}
 
 Status int4g_layout(uint64_t rows, uint64_t cols, uint64_t group, uint64_t* count,
                     uint64_t* groups) {
@@ -115,10 +142,19 @@ Status int4g_decode(uint64_t rows, uint64_t cols, uint64_t group, const uint8_t*
                     uint64_t packed_len, const double* scales, uint64_t n_scales, double* out) {
   Status st = int4g_validate(rows, cols, group, packed, packed_len, scales, n_scales);
   if (!st.ok()) return st;
-  const uint64_t per_row = (cols + group - 1) / group;
-  for (uint64_t i = 0; i < rows * cols; ++i)
-    out[i] = nibble_code(packed, i) * scales[(i / cols) * per_row + (i % cols) / group];
+  int4g_decode_rows(rows, cols, group, packed, scales, 0, rows, out);
   return Status::Ok();
+}
+
+void int4g_decode_rows(uint64_t rows, uint64_t cols, uint64_t group, const uint8_t* packed,
+                       const double* scales, uint64_t row_begin, uint64_t row_end, double* out) {
+  (void)rows;
+  const uint64_t per_row = (cols + group - 1) / group;
+  for (uint64_t r = row_begin; r < row_end; ++r) {
+    const double* s = scales + r * per_row;
+    double* o = out + (r - row_begin) * cols;
+    for (uint64_t c = 0; c < cols; ++c) o[c] = nibble_code(packed, r * cols + c) * s[c / group];
+  }
 }
 
 const char* int4g_grit_inexpressible() {

@@ -12,12 +12,19 @@
 // reason (int4g_grit_inexpressible), never approximated.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
 #include "status.h"
 
 namespace grit {
+
+// The grade name "INT4G<g>": ASCII, case-insensitive, surrounding ASCII
+// whitespace ignored, g a decimal without a leading zero. kMalformed when the
+// text is not of that form (it may be a GRIT grade), kOutOfRange when g
+// exceeds 2^62.
+Status int4g_parse_name(const char* text, size_t len, uint64_t* group);
 
 // N = R*C codes and G = R*ceil(C/g) groups; fails on empty or overflowing
 // shapes and g == 0.
@@ -39,6 +46,13 @@ Status int4g_validate(uint64_t rows, uint64_t cols, uint64_t group, const uint8_
 // Validate, then reconstruct w' = q*s into out[R*C] (row-major).
 Status int4g_decode(uint64_t rows, uint64_t cols, uint64_t group, const uint8_t* packed,
                     uint64_t packed_len, const double* scales, uint64_t n_scales, double* out);
+
+// Reconstruct rows [row_begin, row_end) only, into out[(row_end-row_begin)*C].
+// No checks: the planes must have passed int4g_validate for this shape and
+// group, and row_begin <= row_end <= rows. int4g_decode runs this after
+// validating, so both give the same values.
+void int4g_decode_rows(uint64_t rows, uint64_t cols, uint64_t group, const uint8_t* packed,
+                       const double* scales, uint64_t row_begin, uint64_t row_end, double* out);
 
 // Why the grade cannot be exported as a GRIT v1 descriptor.
 const char* int4g_grit_inexpressible();

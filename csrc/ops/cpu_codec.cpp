@@ -7,6 +7,8 @@
 #include <cstring>
 #include <vector>
 
+#include "ops/int4g_ops.h"
+#include "ops/int4g_args.h"
 #include "ops/op_args.h"
 
 namespace grit_ops {
@@ -14,6 +16,7 @@ namespace {
 
 std::vector<at::Tensor> quantize_cpu(const at::Tensor& w, c10::string_view grade_text) {
   const char* op = "grit::quantize";
+  if (const uint64_t g = int4g_group_arg(op, grade_text)) return int4g_quantize_cpu(w, g);
   const auto grade = grade_arg(op, grade_text);
   check_float_arg(op, "w", w);
   TORCH_CHECK_VALUE(w.dim() == 2, op, ": argument 'w' must be a 2-D weight [out, in], found ", w.dim(),
@@ -49,6 +52,8 @@ at::Tensor dequantize_cpu(const at::Tensor& data, const at::Tensor& scale0,
                           c10::string_view grade_text, c10::IntArrayRef shape,
                           at::ScalarType dtype) {
   const char* op = "grit::dequantize";
+  if (const uint64_t g = int4g_group_arg(op, grade_text))
+    return int4g_dequantize_cpu(data, scale0, scale1, aux, g, shape, dtype);
   const auto grade = grade_arg(op, grade_text);
   TORCH_CHECK_TYPE(at::isFloatingType(dtype), op, ": argument 'dtype' must be a floating dtype, found ",
               dtype);

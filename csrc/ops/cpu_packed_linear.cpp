@@ -14,6 +14,8 @@
 
 #include "kernels/cpu/packed_linear_cpu.h"
 #include "kernels/cpu/packed_linear_ref.h"
+#include "ops/int4g_args.h"
+#include "ops/int4g_ops.h"
 #include "ops/op_args.h"
 
 namespace grit_ops {
@@ -49,6 +51,9 @@ at::Tensor packed_linear_cpu(const at::Tensor& x, const at::Tensor& data, const 
                              c10::string_view grade_text, c10::IntArrayRef shape,
                              const std::optional<at::Tensor>& bias) {
   const char* op = "grit::packed_linear";
+  // INT4G has no fast decoder: its own reference kernel (packed_linear_int4g.h).
+  if (const uint64_t g = int4g_group_arg(op, grade_text))
+    return int4g_packed_linear_cpu(x, data, scale0, scale1, aux, g, shape, bias);
   const auto grade = grade_arg(op, grade_text);
   check_weight_shape(op, *grade, shape);
   const int64_t n = shape[0], k = shape[1];
@@ -113,6 +118,8 @@ at::Tensor packed_linear_grad_input_cpu(const at::Tensor& grad_y, const at::Tens
                                         const at::Tensor& aux, c10::string_view grade_text,
                                         c10::IntArrayRef shape) {
   const char* op = "grit::packed_linear_grad_input";
+  if (const uint64_t g = int4g_group_arg(op, grade_text))
+    return int4g_packed_linear_grad_input_cpu(grad_y, data, scale0, scale1, aux, g, shape);
   const auto grade = grade_arg(op, grade_text);
   check_weight_shape(op, *grade, shape);
   const int64_t n = shape[0], k = shape[1];

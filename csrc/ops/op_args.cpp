@@ -1,5 +1,7 @@
 #include "ops/op_args.h"
 
+#include "ops/int4g_args.h"
+
 #include <c10/util/Exception.h>
 
 #include <mutex>
@@ -28,6 +30,7 @@ std::shared_ptr<const grit::Grade> grade_arg(const char* op, c10::string_view te
   } else {
     auto g = std::make_shared<grit::Grade>();
     const grit::Status s = grit::grade_parse(key, g.get());
+    if (!s.ok()) refuse_int4g(op, text);  // not a GRIT grade, and no kernel here for it
     TORCH_CHECK_VALUE(s.ok(), op, ": argument 'grade' (\"", key, "\") is not a grade: ",
                 grit::error_name(s.code), ": ", s.message,
                 ". Pass a canonical grade string such as "

@@ -58,5 +58,14 @@ void bind_int4_groups(py::module_& m) {
     if (!st.ok()) return py::make_tuple(py::none(), err(st));
     return py::make_tuple(py::bytes(out), py::none());
   });
+  // The group size of an "INT4G<g>" name, None when the text is not of that
+  // form; ValueError when g is out of range. The ops parse names the same way.
+  m.def("int4g_parse_name", [](const std::string& text) -> py::object {
+    uint64_t group = 0;
+    const grit::Status s = grit::int4g_parse_name(text.data(), text.size(), &group);
+    if (s.code == grit::Error::kMalformed) return py::none();
+    if (!s.ok()) throw py::value_error("grade '" + text + "': " + s.message);
+    return py::int_(group);
+  });
   m.def("int4g_grit_inexpressible", []() { return std::string(grit::int4g_grit_inexpressible()); });
 }

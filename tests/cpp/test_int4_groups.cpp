@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "grit/int4_groups.h"
@@ -116,4 +117,32 @@ TEST(Int4Groups, ReaderRefusalsEachHaveTheirOwnClass) {
   EXPECT_EQ(v(good, huge).code, grit::Error::kNonFinite);  // -7 * 1e308 overflows
   const grit::Status st = v({0xC9, 0x40}, s);
   EXPECT_NE(st.message.find("expected 3 bytes, found 2"), std::string::npos) << st.message;
+}
+
+TEST(Int4Groups, ParseName) {
+  auto parse = [](const std::string& s, uint64_t* g) { return grit::int4g_parse_name(s.data(), s.size(), g); };
+  uint64_t g = 0;
+  ASSERT_TRUE(parse("INT4G32", &g).ok());
+  EXPECT_EQ(g, 32u);
+  ASSERT_TRUE(parse(" int4g7\n", &g).ok());
+  EXPECT_EQ(g, 7u);
+  ASSERT_TRUE(parse("Int4G4611686018427387904", &g).ok());  // 2^62
+  EXPECT_EQ(g, uint64_t{1} << 62);
+  for (const char* bad : {"", "INT4G", "INT4G0", "INT4G07", "INT4G-1", "INT4G 4", "INT4G4x", "INT4",
+                          "MXFP4", "grit1(e=e2m1,k0=32,s0=e8m0,esr=exp2floormaxabs)"})
+    EXPECT_EQ(parse(bad, &g).code, grit::Error::kMalformed) << bad;
+  EXPECT_EQ(parse("INT4G4611686018427387905", &g).code, grit::Error::kOutOfRange);
+  EXPECT_EQ(parse("INT4G99999999999999999999999", &g).code, grit::Error::kOutOfRange);
+}
+
+TEST(Int4Groups, DecodeRowsEqualsTheWholeDecode) {
+  std::vector<uint8_t> p;
+  std::vector<double> s;
+  std::vector<double> w(3 * 7);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = std::sin(static_cast<double>(i)) * (1 + i % 5);
+  ASSERT_TRUE(grit::int4g_encode(w.data(), 3, 7, 3, &p, &s).ok());  // short final group of 1
+  std::vector<double> whole(21), part(14);
+  ASSERT_TRUE(grit::int4g_decode(3, 7, 3, p.data(), p.size(), s.data(), s.size(), whole.data()).ok());
+  grit::int4g_decode_rows(3, 7, 3, p.data(), s.data(), 1, 3, part.data());
+  for (size_t i = 0; i < part.size(); ++i) EXPECT_EQ(part[i], whole[7 + i]) << i;
 }

@@ -1,0 +1,177 @@
+// CPU kernels of the grit:: ops for "INT4G<g>": the core's encoder, reader
+// and decoder (csrc/grit/int4_groups.h) and the reference packed-linear
+// kernels of csrc/kernels/cpu/packed_linear_int4g.h behind argument checks
+// and at::parallel_for. Threads own disjoint output elements and every
+// element is reduced in one fixed order, so results do not depend on the
+// thread count.
+#include "ops/int4g_ops.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "grit/int4_groups.h"
+#include "ops/int4g_args.h"
+#include "ops/op_args.h"
+
+namespace grit_ops {
+namespace {
+
+constexpr int64_t kMinTaskWork = int64_t{1} << 16;  // multiply-adds worth a task
+constexpr int64_t kGradTileRows = 64;               // rows of W decoded per backward step
+
+int64_t batch_rows(const at::Tensor& t) {
+  int64_t m = 1;
+  for (int64_t d = 0; d + 1 < t.dim(); ++d) m *= t.size(d);
+  return m;
+}
+
+std::vector<int64_t> with_last(c10::IntArrayRef sizes, int64_t last) {
+  std::vector<int64_t> out(sizes.begin(), sizes.end());
+  out.back() = last;
+  return out;
+}
+
+void check_activation(const char* op, const char* name, const at::Tensor& t, int64_t want,
+                      const char* what, c10::IntArrayRef shape) {
+  check_float_arg(op, name, t);
+  TORCH_CHECK_VALUE(t.dim() >= 1, op, ": argument '", name,
+                    "' must have at least 1 dimension, found a scalar");
+  TORCH_CHECK_VALUE(t.size(-1) == want, op, ": argument '", name, "' has ", t.size(-1),
+                    " features in its last dimension ", shape_str(t.sizes()),
+                    ", but the weight of shape ", shape_str(shape), " has ", want, " ", what);
+}
+
+}  // namespace
+
+std::vector<at::Tensor> int4g_quantize_cpu(const at::Tensor& w, uint64_t group) {
+  const char* op = "grit::quantize";
+  const std::string name = int4g_name(group);
+  const auto st = w.scalar_type();
+  TORCH_CHECK_TYPE(st == at::kFloat || st == at::kBFloat16 || st == at::kHalf || st == at::kDouble,
+                   op, ": argument 'w' must be float32, bfloat16, float16 or float64 for ", name,
+                   ", found ", st);
+  TORCH_CHECK_VALUE(w.dim() == 2, op, ": argument 'w' must be a 2-D weight [out, in], found ",
+                    w.dim(), " dimensions ", shape_str(w.sizes()));
+  check_int4g_shape(op, group, w.sizes());
+  const at::Tensor v = w.to(at::kDouble).contiguous();
+  std::vector<uint8_t> packed;
+  std::vector<double> scales;
+  const grit::Status s =
+      grit::int4g_encode(v.const_data_ptr<double>(), static_cast<uint64_t>(w.size(0)),
+                         static_cast<uint64_t>(w.size(1)), group, &packed, &scales);
+  TORCH_CHECK_VALUE(s.ok(), op, ": cannot quantize argument 'w' ", shape_str(w.sizes()), " to ",
+                    name, ": ", s.message, " (", grit::error_name(s.code), ")");
+  int64_t code_bytes = 0, scale_bytes = 0;
+  int4g_plane_bytes(w.size(0), w.size(1), group, &code_bytes, &scale_bytes);
+  TORCH_CHECK(static_cast<int64_t>(packed.size()) == code_bytes &&
+                  static_cast<int64_t>(scales.size()) * 8 == scale_bytes,
+              op, ": internal error: the encoder wrote ", packed.size(), " code bytes and ",
+              scales.size(), " scales, the layout says ", code_bytes, " and ", scale_bytes / 8);
+  const auto u8 = w.options().dtype(at::kByte);
+  at::Tensor data = at::empty({code_bytes}, u8);
+  at::Tensor scale0 = at::empty({scale_bytes}, u8);
+  std::memcpy(data.mutable_data_ptr<uint8_t>(), packed.data(), packed.size());
+  std::memcpy(scale0.mutable_data_ptr<uint8_t>(), scales.data(), scales.size() * 8);
+  return {data, scale0, at::empty({0}, u8), at::empty({0}, u8)};
+}
+
+at::Tensor int4g_dequantize_cpu(const at::Tensor& data, const at::Tensor& scale0,
+                                const at::Tensor& scale1, const at::Tensor& aux, uint64_t group,
+                                c10::IntArrayRef shape, at::ScalarType dtype) {
+  const char* op = "grit::dequantize";
+  TORCH_CHECK_TYPE(at::isFloatingType(dtype), op,
+                   ": argument 'dtype' must be a floating dtype, found ", dtype);
+  std::vector<double> scales;
+  const grit::cpu::Int4gWeight w =
+      int4g_weight(op, data, scale0, scale1, aux, group, shape, data.device(), &scales);
+  at::Tensor out = at::empty(shape, data.options().dtype(at::kDouble));
+  double* o = out.mutable_data_ptr<double>();
+  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / w.k);
+  at::parallel_for(0, w.n, grain, [&](int64_t b, int64_t e) {
+    grit::cpu::int4g_rows(w, b, e, o + b * w.k);
+  });
+  return dtype == at::kDouble ? out : out.to(dtype);
+}
+
+at::Tensor int4g_packed_linear_cpu(const at::Tensor& x, const at::Tensor& data,
+                                   const at::Tensor& scale0, const at::Tensor& scale1,
+                                   const at::Tensor& aux, uint64_t group, c10::IntArrayRef shape,
+                                   const std::optional<at::Tensor>& bias) {
+  const char* op = "grit::packed_linear";
+  check_int4g_shape(op, group, shape);
+  const int64_t n = shape[0], k = shape[1];
+  check_activation(op, "x", x, k, "in-features (shape[1])", shape);
+  std::vector<double> scales;
+  const grit::cpu::Int4gWeight w =
+      int4g_weight(op, data, scale0, scale1, aux, group, shape, x.device(), &scales);
+  const bool has_bias = bias.has_value() && bias->defined();
+  if (has_bias) {
+    check_float_arg(op, "bias", *bias);
+    TORCH_CHECK_VALUE(bias->dim() == 1 && bias->size(0) == n, op,
+                      ": argument 'bias' must have shape [", n,
+                      "] (the weight's out-features), found ", shape_str(bias->sizes()));
+    TORCH_CHECK_VALUE(bias->device() == x.device(), op, ": argument 'bias' must be on ",
+                      x.device(), " like x, found ", bias->device());
+  }
+  const int64_t m = batch_rows(x);
+  const at::Tensor x32 = x.reshape({m, k}).to(at::kFloat).contiguous();
+  at::Tensor y = at::empty({m, n}, x.options().dtype(at::kFloat));
+  if (m > 0) {
+    const at::Tensor b32 = has_bias ? bias->to(at::kFloat).contiguous() : at::Tensor();
+    const float* xp = x32.const_data_ptr<float>();
+    const float* bp = has_bias ? b32.const_data_ptr<float>() : nullptr;
+    float* yp = y.mutable_data_ptr<float>();
+    const int64_t tile_work = std::max<int64_t>(1, m * k * grit::cpu::kInt4gTileRows);
+    const int64_t grain = std::max<int64_t>(1, kMinTaskWork / tile_work);
+    at::parallel_for(0, grit::cpu::int4g_tile_count(n), grain, [&](int64_t b, int64_t e) {
+      grit::cpu::int4g_linear_tiles(w, xp, m, bp, b, e, yp);
+    });
+  }
+  return y.to(x.scalar_type()).view(with_last(x.sizes(), n));
+}
+
+at::Tensor int4g_packed_linear_grad_input_cpu(const at::Tensor& grad_y, const at::Tensor& data,
+                                              const at::Tensor& scale0, const at::Tensor& scale1,
+                                              const at::Tensor& aux, uint64_t group,
+                                              c10::IntArrayRef shape) {
+  const char* op = "grit::packed_linear_grad_input";
+  check_int4g_shape(op, group, shape);
+  const int64_t n = shape[0], k = shape[1];
+  check_activation(op, "grad_y", grad_y, n, "out-features (shape[0])", shape);
+  std::vector<double> scales;
+  const grit::cpu::Int4gWeight w =
+      int4g_weight(op, data, scale0, scale1, aux, group, shape, grad_y.device(), &scales);
+  const int64_t m = batch_rows(grad_y);
+  at::Tensor gx = at::zeros({m, k}, grad_y.options().dtype(at::kFloat));
+  if (m > 0) {
+    const at::Tensor gy = grad_y.reshape({m, n}).to(at::kFloat).contiguous();
+    const float* gyp = gy.const_data_ptr<float>();
+    float* gxp = gx.mutable_data_ptr<float>();
+    std::vector<double> rows(static_cast<size_t>(std::min(n, kGradTileRows) * k));
+    // Tiles of W in ascending row order; within a tile threads own disjoint
+    // batch rows, so every grad_x element adds its n products in order.
+    for (int64_t r0 = 0; r0 < n; r0 += kGradTileRows) {
+      const int64_t r1 = std::min(n, r0 + kGradTileRows);
+      grit::cpu::int4g_rows(w, r0, r1, rows.data());
+      const int64_t row_work = std::max<int64_t>(1, (r1 - r0) * k);
+      at::parallel_for(0, m, std::max<int64_t>(1, kMinTaskWork / row_work),
+                       [&](int64_t b, int64_t e) {
+                         grit::cpu::int4g_grad_input_accumulate(w, gyp, rows.data(), r0, r1, b,
+                                                                e, gxp);
+                       });
+    }
+  }
+  return gx.to(grad_y.scalar_type()).view(with_last(grad_y.sizes(), k));
+}
+
+bool int4g_check_cpu(const at::Tensor& data, const at::Tensor& scale0, const at::Tensor& scale1,
+                     const at::Tensor& aux, uint64_t group, c10::IntArrayRef shape) {
+  std::vector<double> scales;
+  int4g_weight("grit::check", data, scale0, scale1, aux, group, shape, data.device(), &scales);
+  return true;
+}
+
+}  // namespace grit_ops

@@ -11,16 +11,27 @@ scale1, aux]`` (an absent plane is an empty tensor), the grade as a string
 and the logical shape as a list of ints; groups run along the last
 dimension. Bad arguments raise TypeError (a dtype) or ValueError (anything
 else), naming the op, the argument, the expected and the found value.
+
+The grade may also be seed 001's ``"INT4G<g>"`` (any case; ``Grade.int4_groups``),
+on CPU: ``data`` holds the packed codes (ceil(R*C/2) bytes, row-major, low
+nibble first), ``scale0`` the R*ceil(C/g) binary64 scales as raw bytes,
+``scale1`` and ``aux`` are empty, the shape is 2-D and any row length is
+allowed (a short final group). ``quantize`` also takes float64 weights for it;
+``dequantize`` gives the core's binary64 decode cast once to ``dtype``;
+``check`` runs the core reader (every refusal names its plane); in
+``packed_linear`` each product x*w is formed in binary64 from the binary64
+weight and rounded once to float32, then summed as for GRIT grades.
 """
 
 import functools
-from typing import List, Optional, Sequence, Union
+from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor
 
 from . import _C  # noqa: F401  (registers the grit:: schemas and CPU kernels)
 from .grade import Grade
+from .int4_groups import Int4Groups
 
 __all__ = ["quantize", "dequantize", "packed_linear", "check"]
 
@@ -31,7 +42,7 @@ Planes = Sequence[Optional[Tensor]]
 
 
 def _grade_str(grade: GradeLike) -> str:
-    if isinstance(grade, Grade):
+    if isinstance(grade, (Grade, Int4Groups)):
         return grade.canonical
     if not isinstance(grade, str):
         raise TypeError("grade must be a str or torch_grit.Grade, found %s" % type(grade).__name__)
@@ -78,7 +89,7 @@ def dequantize(planes: Planes, grade: GradeLike, shape: Sequence[int],
 
 
 def packed_linear(x: Tensor, planes: Planes, grade: GradeLike, shape: Sequence[int],
-                  bias: Optional[Tensor] = None) -> Tensor:
+                  bias: Optional[Tensor] = None, exact: bool = False) -> Tensor:
     """``y = x @ W.T + bias`` with ``W`` the ``[out, in]`` weight the planes decode to.
 
     ``x`` is ``[..., in]`` of float32, bfloat16 or float16 and ``y`` has
@@ -88,9 +99,57 @@ def packed_linear(x: Tensor, planes: Planes, grade: GradeLike, shape: Sequence[i
     gives), so results do not depend on the thread count, and the bias is
     added last. ``W`` is decoded tile by tile, never
     as a whole. Differentiable in ``x`` and ``bias``.
+
+    ``exact=True`` is the exact integer mode (csrc/grit/exact_linear.h): ``x``
+    is packed by :func:`pack_activations` with the grade's block ``k0`` and
+    multiplied by :func:`packed_linear_exact`; ``y`` is then float32, the
+    same bits for any thread count and on CPU and CUDA, and not
+    differentiable. Grades without an exact integer law are refused with the
+    reason.
     """
+    if exact:
+        codes, scales = pack_activations(x, _exact_block(grade))
+        return packed_linear_exact(codes, scales, planes, grade, shape, bias)
     return torch.ops.grit.packed_linear.default(x, *_planes4(planes), _grade_str(grade),
                                                 _shape(shape), bias)
+
+
+def _exact_block(grade: GradeLike) -> int:
+    """The activation block of the exact mode: the grade's k0 (1 for a name
+    that is not a GRIT grade; packed_linear_exact then refuses it with the reason)."""
+    try:
+        return int(_parsed(_grade_str(grade))._native.k0)
+    except (ValueError, TypeError, RuntimeError):
+        return 1
+
+
+def pack_activations(x: Tensor, block: int = 32) -> Tuple[Tensor, Tensor]:
+    """Symmetric int8 packing of ``x [..., k]`` in blocks of ``block`` along ``k``.
+
+    Per row and block: ``scale = f32(max|x| / 127)`` (1 for an all-zero
+    block, 2^-149 where the division underflows), ``codes =
+    round_half_even(x / scale)`` clamped to [-127, 127]. Returns int8
+    ``codes`` of ``x``'s shape and float32 ``scales [..., k / block]``.
+    Non-finite ``x`` is refused (ValueError naming the row and column); on
+    CUDA that check reads one flag back. Not differentiable.
+    """
+    return tuple(torch.ops.grit.pack_activations.default(x, int(block)))
+
+
+def packed_linear_exact(codes: Tensor, scales: Tensor, planes: Planes, grade: GradeLike,
+                        shape: Sequence[int], bias: Optional[Tensor] = None) -> Tensor:
+    """The exact integer product of packed activations with a packed weight.
+
+    ``codes``/``scales`` come from :func:`pack_activations` with the grade's
+    ``k0`` as the block. Per output and block: an integer dot product, one
+    half-even rescale onto a fixed-point grid, an exact integer sum, one
+    rounding to float32 (the law is in csrc/grit/exact_linear.h). Returns
+    float32 ``[..., out]``. Grades whose decode is not an integer code times
+    one binary16/e8m0 block scale (Q4KS, NVF4, INT4G, ...) are refused with
+    the reason, and so is a grade whose block bound would overflow int64.
+    """
+    return torch.ops.grit.packed_linear_exact.default(codes, scales, *_planes4(planes),
+                                                      _grade_str(grade), _shape(shape), bias)
 
 
 def check(planes: Planes, grade: GradeLike, shape: Sequence[int]) -> bool:
@@ -154,9 +213,28 @@ def _check_one_device(op, anchor_name, anchor, planes, bias=None):
             % (op, name, t.device, anchor_name, anchor.device)))
 
 
+@functools.lru_cache(maxsize=256)
+def _int4g_group(grade: str):
+    """The group size when ``grade`` names seed 001's INT4G, else None."""
+    return _C.int4g_parse_name(grade)
+
+
+def _int4g_planes_fake(w, group):
+    """INT4G planes: ceil(R*C/2) code bytes, 8*R*ceil(C/g) scale bytes, two empty planes."""
+    torch._check(w.dtype in _FLOAT_DTYPES + (torch.float64,),
+                 lambda: "grit::quantize: w must be float32, bfloat16, float16 or float64 for "
+                         "INT4G, found %s" % w.dtype)
+    rows, cols = w.shape
+    return [w.new_empty((rows * cols + 1) // 2, dtype=torch.uint8),
+            w.new_empty(8 * rows * ((cols + group - 1) // group), dtype=torch.uint8),
+            w.new_empty(0, dtype=torch.uint8), w.new_empty(0, dtype=torch.uint8)]
+
+
 @torch.library.register_fake("grit::quantize")
 def _quantize_fake(w, grade):
     torch._check(w.dim() == 2, lambda: "grit::quantize: w must be 2-D [out, in], found %d dims" % w.dim())
+    if _int4g_group(grade) is not None:
+        return _int4g_planes_fake(w, _int4g_group(grade))
     torch._check(w.dtype in _FLOAT_DTYPES,
                  lambda: "grit::quantize: w must be float32, bfloat16 or float16, found %s" % w.dtype)
     return [w.new_empty(n, dtype=torch.uint8) for n in _plane_bytes(grade, w.numel())]
@@ -236,3 +314,41 @@ def _grad_input_backward(ctx, grad_grad_x):
 
 torch.library.register_autograd("grit::packed_linear_grad_input", _grad_input_backward,
                                 setup_context=_grad_input_setup)
+
+
+# ---------------------------------------------------------------------------
+# The exact integer mode: fakes, and no gradient (an inference mode).
+
+__all__ += ["pack_activations", "packed_linear_exact"]
+
+
+@torch.library.register_fake("grit::pack_activations")
+def _pack_activations_fake(x, block):
+    torch._check(x.dim() >= 1, lambda: "grit::pack_activations: x must have at least 1 dimension")
+    torch._check(block >= 1 and x.shape[-1] % block == 0,
+                 lambda: "grit::pack_activations: block %s must divide k=%s" % (block, x.shape[-1]))
+    return (x.new_empty(x.shape, dtype=torch.int8),
+            x.new_empty((*x.shape[:-1], x.shape[-1] // block), dtype=torch.float32))
+
+
+@torch.library.register_fake("grit::packed_linear_exact")
+def _packed_linear_exact_fake(codes, scales, data, scale0, scale1, aux, grade, shape, bias):
+    _check_one_device("grit::packed_linear_exact", "argument 'codes'", codes,
+                      (scales, data, scale0, scale1, aux), bias)
+    torch._check(len(shape) == 2,
+                 lambda: "grit::packed_linear_exact: shape must be [out, in], found %s" % (shape,))
+    torch._check(codes.shape[-1] == shape[1], lambda: "grit::packed_linear_exact: codes have %s "
+                 "in-features, the weight %s" % (codes.shape[-1], shape[1]))
+    return codes.new_empty((*codes.shape[:-1], shape[0]), dtype=torch.float32)
+
+
+def _no_gradient(op):
+    def backward(ctx, *grads):
+        raise RuntimeError(
+            "%s has no gradient: the exact integer mode is for inference (its int8 codes are not "
+            "differentiable); train with packed_linear(..., exact=False)" % op)
+    return backward
+
+
+torch.library.register_autograd("grit::pack_activations", _no_gradient("grit::pack_activations"))
+torch.library.register_autograd("grit::packed_linear_exact", _no_gradient("grit::packed_linear_exact"))

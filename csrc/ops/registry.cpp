@@ -24,4 +24,10 @@ TORCH_LIBRARY(grit, m) {
   m.def(
       "check(Tensor data, Tensor scale0, Tensor scale1, Tensor aux, str grade, int[] shape) "
       "-> bool");
+  // The exact integer mode (csrc/grit/exact_linear.h): int8 activation codes
+  // with one float32 scale per block, a binary32 result.
+  m.def("pack_activations(Tensor x, int block) -> (Tensor codes, Tensor scales)");
+  m.def(
+      "packed_linear_exact(Tensor codes, Tensor scales, Tensor data, Tensor scale0, Tensor scale1, "
+      "Tensor aux, str grade, int[] shape, Tensor? bias) -> Tensor");
 }

@@ -105,3 +105,57 @@ def test_opcheck_on_cuda():
     x = torch.randn(3, 256, device=DEV, dtype=torch.bfloat16)
     torch.library.opcheck(torch.ops.grit.packed_linear.default, (x, *planes, "MXFP4", list(shape), None))
     torch.library.opcheck(torch.ops.grit.dequantize.default, (*planes, "MXFP4", list(shape), torch.float32))
+
+
+# The exact integer mode (csrc/grit/exact_linear.h): the CUDA kernels run the
+# same integer and IEEE steps as the CPU op, so the bits are equal.
+
+
+def test_the_exact_mode_cuda_kernels_are_registered():
+    for op in ("pack_activations", "packed_linear_exact"):
+        assert torch._C._dispatch_has_kernel_for_dispatch_key("grit::" + op, "CUDA"), op
+
+
+@pytest.mark.parametrize("grade", ("I8S24", "MXFP4", "MXFP4_RNE"))
+def test_exact_mode_cpu_equals_cuda_bit_for_bit(grade):
+    for i, shape in enumerate(SHAPES[grade]):
+        # Random planes (NaN, infinite, subnormal and huge scales; irregular
+        # sparse quads for i == 2) and quantized ones; ragged batches.
+        if i == 0:
+            planes = ops.quantize(torch.randn(shape, generator=torch.Generator().manual_seed(i)), grade)
+        else:
+            planes = _plant_specials(grade, _random_planes(grade, shape, seed=i, regular=i != 2))
+        for b, batch in enumerate(X_BATCHES):
+            x = torch.randn(*batch, shape[1], generator=torch.Generator().manual_seed(20 + b))
+            x[..., :32] *= 1e-40  # subnormal activations and scales
+            bias = torch.randn(shape[0]) if b % 2 else None
+            codes, scales = ops.pack_activations(x, 32)
+            dcodes, dscales = ops.pack_activations(x.to(DEV), 32)
+            assert torch.equal(codes, dcodes.cpu())
+            assert torch.equal(scales.view(torch.int32), dscales.cpu().view(torch.int32))
+            want = ops.packed_linear_exact(codes, scales, planes, grade, shape, bias)
+            got = ops.packed_linear_exact(dcodes, dscales, _cuda(planes), grade, shape,
+                                          None if bias is None else bias.to(DEV))
+            assert got.device.type == "cuda" and got.dtype == torch.float32
+            bad = (got.cpu().view(torch.int32) != want.view(torch.int32)).nonzero()
+            assert bad.numel() == 0, "%s %s batch %s: first differing output at %s" % (
+                grade, shape, batch, bad[0].tolist())
+            y = ops.packed_linear(x.to(DEV), _cuda(planes), grade, shape,
+                                  None if bias is None else bias.to(DEV), exact=True)
+            assert torch.equal(y.cpu().view(torch.int32), want.view(torch.int32))
+
+
+def test_exact_mode_opcheck_and_refusals_on_cuda():
+    shape = (40, 160)
+    planes = _cuda(ops.quantize(torch.randn(shape), "I8S24"))
+    x = torch.randn(3, 160, device=DEV)
+    torch.library.opcheck(torch.ops.grit.pack_activations.default, (x, 32))
+    codes, scales = ops.pack_activations(x, 32)
+    torch.library.opcheck(torch.ops.grit.packed_linear_exact.default,
+                          (codes, scales, *planes, "I8S24", list(shape), None))
+    x[1, 7] = float("nan")
+    with pytest.raises(ValueError, match="non-finite value"):
+        ops.pack_activations(x, 32)
+    q = _cuda(ops.quantize(torch.randn(shape), "Q4KS"))
+    with pytest.raises(ValueError, match="no exact integer law"):
+        ops.packed_linear_exact(codes, scales, q, "Q4KS", shape)

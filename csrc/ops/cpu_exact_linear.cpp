@@ -1,0 +1,98 @@
+// CPU kernels of grit::pack_activations and grit::packed_linear_exact: the
+// exact integer mode of csrc/grit/exact_linear.h behind argument checks and
+// at::parallel_for. Threads own disjoint outputs and every output is
+// exact_dot's pure function of the codes and scales, so the bits do not
+// depend on the thread count. The argument checks are shared with the CUDA
+// wrapper (exact_args.h).
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include <vector>
+
+#include "grit/exact_linear.h"
+#include "ops/exact_args.h"
+#include "ops/op_args.h"
+
+namespace grit_ops {
+namespace {
+
+constexpr int64_t kMinTaskWork = int64_t{1} << 15;  // multiply-adds worth a task
+
+std::tuple<at::Tensor, at::Tensor> pack_activations_cpu(const at::Tensor& x, int64_t block) {
+  const char* op = "grit::pack_activations";
+  check_pack_args(op, x, block);
+  const int64_t k = x.size(-1), m = k ? x.numel() / k : 0, nb = k / block;
+  const at::Tensor x32 = x.reshape({m, k}).to(at::kFloat).contiguous();
+  refuse_non_finite(op, x32);
+  at::Tensor codes = at::empty(x.sizes(), x.options().dtype(at::kChar));
+  at::Tensor scales = at::empty(pack_scale_sizes(x, block), x.options().dtype(at::kFloat));
+  const float* xp = x32.const_data_ptr<float>();
+  int8_t* cp = codes.mutable_data_ptr<int8_t>();
+  float* sp = scales.mutable_data_ptr<float>();
+  at::parallel_for(0, m * nb, std::max<int64_t>(1, kMinTaskWork / std::max<int64_t>(1, block)),
+                   [&](int64_t b, int64_t e) {
+                     for (int64_t r = b; r < e; ++r) {
+                       const int64_t i = r / nb, c = r % nb;
+                       sp[r] = grit::exact::pack_block(xp + i * k + c * block, block, cp + i * k + c * block);
+                     }
+                   });
+  return {codes, scales};
+}
+
+at::Tensor packed_linear_exact_cpu(const at::Tensor& codes, const at::Tensor& scales, const at::Tensor& data,
+                                   const at::Tensor& scale0, const at::Tensor& scale1, const at::Tensor& aux,
+                                   c10::string_view grade_text, c10::IntArrayRef shape,
+                                   const std::optional<at::Tensor>& bias) {
+  const char* op = "grit::packed_linear_exact";
+  const ExactArgs args = exact_args(op, codes, scales, data, scale0, scale1, aux, grade_text, shape, bias);
+  const grit::exact::Law& L = args.law;
+  const int64_t m = args.m, n = args.n, k = args.k, nb = k / L.k0;
+  at::Tensor y = at::empty({m, n}, codes.options().dtype(at::kFloat));
+  if (m > 0 && n > 0) {
+    // The weight as integer codes and block scales, rows in parallel (the
+    // sparse data-plane cursor of each row start is a serial prefix).
+    const uint8_t* dp = args.planes.plane[0].data;
+    const uint8_t* s0 = args.planes.plane[1].data;
+    const uint8_t* meta = args.planes.plane[3].data;
+    std::vector<uint64_t> start(static_cast<size_t>(n), 0);
+    if (L.sp_m) {
+      std::vector<uint64_t> count(static_cast<size_t>(n));
+      at::parallel_for(0, n, 16, [&](int64_t b, int64_t e) {
+        for (int64_t j = b; j < e; ++j) count[j] = grit::exact::row_stored(L, meta, j, k);
+      });
+      for (int64_t j = 1; j < n; ++j) start[j] = start[j - 1] + count[j - 1];
+    }
+    std::vector<int16_t> w(static_cast<size_t>(n * k));
+    std::vector<grit::exact::WScale> ws(static_cast<size_t>(n * nb));
+    at::parallel_for(0, n, 16, [&](int64_t b, int64_t e) {
+      for (int64_t j = b; j < e; ++j)
+        grit::exact::weight_row(L, dp, s0, meta, j, k, start[j], w.data() + j * k, ws.data() + j * nb);
+    });
+    const at::Tensor c2 = codes.reshape({m, k}).contiguous();
+    const at::Tensor s2 = scales.reshape({m, nb}).contiguous();
+    const at::Tensor b32 = args.has_bias ? bias->to(at::kFloat).contiguous() : at::Tensor();
+    const int8_t* ap = c2.const_data_ptr<int8_t>();
+    const float* asp = s2.const_data_ptr<float>();
+    const float* bp = args.has_bias ? b32.const_data_ptr<float>() : nullptr;
+    float* yp = y.mutable_data_ptr<float>();
+    at::parallel_for(0, m * n, std::max<int64_t>(1, kMinTaskWork / std::max<int64_t>(1, k)),
+                     [&](int64_t b, int64_t e) {
+                       for (int64_t r = b; r < e; ++r) {
+                         const int64_t i = r / n, j = r % n;
+                         yp[r] = grit::exact::exact_dot(L, ap + i * k, asp + i * nb, w.data() + j * k,
+                                                        ws.data() + j * nb, k, bp != nullptr, bp ? bp[j] : 0.0f);
+                       }
+                     });
+  }
+  return y.view(exact_out_sizes(codes, n));
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(grit, CPU, m) {
+  m.impl("pack_activations", &pack_activations_cpu);
+  m.impl("packed_linear_exact", &packed_linear_exact_cpu);
+}
+
+}  // namespace grit_ops

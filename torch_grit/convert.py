@@ -1,14 +1,18 @@
 """Convert a float safetensors checkpoint to a GRIT checkpoint, one tensor at a time.
 
 The whole output layout (every header, every offset) follows from the source
-headers and the grade alone, so it is fixed before any weight is read. Then
-each source tensor is read with pread (no memory map: mapped pages would count
-against the process), packed or copied, written at its offset and dropped.
+headers and each tensor's grade, so it is fixed before any weight is written.
+With a fixed grade no weight is read for that; with ``grade="auto"`` a first
+pass reads each selected tensor once, runs torch_grit.auto's rule (the one
+``quantize_(model, "auto")`` uses) and drops it. Then each source tensor is
+read with pread (no memory map: mapped pages would count against the
+process), packed or copied, written at its offset and dropped.
 Peak memory is about one source tensor, its packed planes and a constant,
 whatever the checkpoint size. The source is opened read-only and never
 modified; the output is committed atomically (checkpoint.write_units).
 """
 
+import contextlib
 import os
 import re
 from dataclasses import dataclass
@@ -16,9 +20,12 @@ from typing import Optional
 
 import torch
 
+from . import auto
 from .checkpoint_format import Packed, Plain, packed_unit, plan_shards, write_units
 from .checkpoint_read import open_layout
-from .grade import Grade
+from .errors import InexpressibleError
+from .grade import Grade, resolve_grade
+from .int4_groups import Int4Groups
 from .safetensors_io import read_entry
 from .tensor import fit_error, quantize
 
@@ -54,12 +61,13 @@ class TensorReport:
     grade: Optional[str] = None   # canonical string when quantized
     reason: Optional[str] = None  # why it was kept
     file: Optional[str] = None    # the output file holding it
+    auto: Optional[object] = None  # grade="auto": the AutoChoice for this tensor
 
     def to_json(self):
         return {"name": self.name, "action": self.action, "shape": list(self.shape),
                 "dtype": self.dtype, "bytes_before": self.bytes_before,
                 "bytes_after": self.bytes_after, "grade": self.grade, "reason": self.reason,
-                "file": self.file}
+                "file": self.file, "auto": self.auto.to_json() if self.auto else None}
 
 
 def output_path(dst):
@@ -69,13 +77,19 @@ def output_path(dst):
 
 
 def _select(name, entry, grade, pattern, explicit):
-    """(quantize?, reason kept). Raises ConvertError for an explicit pick that cannot be packed."""
+    """(quantize?, reason kept). Raises ConvertError for an explicit pick that cannot be packed.
+
+    ``grade`` None (grade="auto"): the shape is left to the auto rule, which
+    tries each candidate and keeps the tensor exact when none fits.
+    """
     if not pattern.search(name):
         return False, "not selected by the filter %r" % pattern.pattern
     if entry.dtype not in FLOAT_DTYPES or len(entry.shape) != 2:
         return False, "not a 2-D float tensor (%s %s)" % (entry.dtype, list(entry.shape))
     if not explicit and DEFAULT_EXCLUDE.search(name):
         return False, "an embedding (left in float by default; select it with --filter)"
+    if grade is None:
+        return True, None
     reason = fit_error(entry.shape, grade, name)
     if reason is None:
         return True, None
@@ -84,9 +98,23 @@ def _select(name, entry, grade, pattern, explicit):
     return False, reason
 
 
-def plan(src, grade, filter=None):
-    """Check the source and decide every tensor: ``(layout, [(header, entry, unit)])``."""
-    grade = Grade.parse(grade)
+def plan(src, grade, filter=None, *, budget_db=auto.DEFAULT_BUDGET_DB,
+         candidates=auto.CANDIDATES, on_entry=None):
+    """Check the source and decide every tensor: ``(layout, [(header, entry, unit, reason, choice)])``.
+
+    ``grade="auto"`` reads each selected tensor once (pread) and applies
+    torch_grit.auto.choose with ``budget_db`` and ``candidates``; ``choice`` is
+    its AutoChoice (None for a fixed grade or an unselected tensor).
+    ``on_entry(name, nbytes)`` is called after each source entry is decided.
+    """
+    refuse_inexpressible(src, grade, filter)
+    is_auto = auto.is_auto(grade)
+    if is_auto:
+        budget_db = auto.parse_budget(budget_db)
+        grades = auto.parse_candidates(candidates)
+        grade = None
+    else:
+        grade = Grade.parse(grade)
     lay = open_layout(src)
     if lay.packed:
         names = sorted(lay.packed)
@@ -96,16 +124,58 @@ def plan(src, grade, filter=None):
                            "already_packed")
     pattern = re.compile(filter if filter is not None else DEFAULT_FILTER)
     items = []
+    # The auto pass reuses one read buffer, as the writing pass does.
+    scratch = torch.empty(max((e.nbytes for h in lay.headers for e in h.entries.values()),
+                              default=0) if is_auto else 0, dtype=torch.uint8)
     for h in lay.headers:
-        for name, e in h.entries.items():  # offset order: the file is read front to back
-            take, reason = _select(name, e, grade, pattern, filter is not None)
-            if take:
-                dtype = FLOAT_DTYPES[e.dtype]
-                unit = packed_unit(name, grade, e.shape, dtype)
-            else:
-                unit = Plain(name, e.dtype, e.shape)
-            items.append((h, e, unit, reason))
+        with open(h.path, "rb") if is_auto else contextlib.nullcontext() as f:
+            for name, e in h.entries.items():  # offset order: the file is read front to back
+                take, reason = _select(name, e, grade, pattern, filter is not None)
+                choice, unit = None, None
+                if take and is_auto:
+                    w = read_entry(f, h, e, scratch).view(FLOAT_DTYPES[e.dtype]).reshape(e.shape)
+                    choice = auto.choose(w, grades, budget_db,
+                                         lambda g: fit_error(e.shape, g, name))
+                    del w
+                    if choice.grade is not None:
+                        unit = packed_unit(name, choice.grade, e.shape, FLOAT_DTYPES[e.dtype])
+                    reason = choice.reason
+                elif take:
+                    unit = packed_unit(name, grade, e.shape, FLOAT_DTYPES[e.dtype])
+                if unit is None:
+                    unit = Plain(name, e.dtype, e.shape)
+                items.append((h, e, unit, reason, choice))
+                if on_entry is not None:
+                    on_entry(name, e.nbytes)
     return lay, items
+
+
+def _bias_entry(lay, name, rows):
+    """The source's ``<module>.bias`` for weight ``<module>.weight``: (header, entry) or None."""
+    if not name.endswith(".weight"):
+        return None
+    found = lay.plain.get(name[:-len("weight")] + "bias")
+    if found is None:
+        return None
+    h, e = found
+    return found if e.dtype in FLOAT_DTYPES and tuple(e.shape) == (rows,) else None
+
+
+def refuse_inexpressible(src, grade, filter=None):
+    """Raise ConvertError ("unpackable") when ``grade`` is one GRIT v1 cannot carry
+    (seed 001's "INT4G<g>"), naming the first tensor it would pack and why; nothing
+    is written. Does nothing for a GRIT grade or "auto"."""
+    if auto.is_auto(grade):
+        return
+    g = resolve_grade(grade)
+    if not isinstance(g, Int4Groups):
+        return
+    lay = open_layout(src)
+    pattern = re.compile(filter if filter is not None else DEFAULT_FILTER)
+    first = next((name for h in lay.headers for name, e in h.entries.items()
+                  if _select(name, e, g, pattern, filter is not None)[0]), None)
+    raise ConvertError(str(InexpressibleError(first or "(no tensor selected)", g.name,
+                                              g.grit_inexpressible)), "unpackable")
 
 
 def _check_target(lay, targets):
@@ -118,55 +188,77 @@ def _check_target(lay, targets):
                                    "DST" % (t, s), "target")
 
 
-def convert(src, dst, grade, *, filter=None, max_shard_size=None, on_tensor=None):
+def convert(src, dst, grade, *, filter=None, max_shard_size=None, on_tensor=None,
+            budget_db=auto.DEFAULT_BUDGET_DB, candidates=auto.CANDIDATES, on_entry=None,
+            on_packed=None):
     """Convert ``src`` (file, folder of shards, HF model folder) into a GRIT checkpoint.
 
     ``filter``: a regular expression; tensors whose name it matches (re.search)
     are packed, and a matching 2-D float tensor that does not fit the grade is
     an error. Without it: 2-D float ``*.weight`` tensors that fit, embeddings
-    excepted. ``on_tensor(TensorReport)`` is called after each tensor is
-    written. Returns ``(files written, [TensorReport])``.
+    excepted. ``grade="auto"``: each selected tensor gets its own grade by
+    torch_grit.auto's rule over ``candidates`` within ``budget_db`` (a tensor
+    no candidate fits or meets is kept exact, never an error), and its
+    descriptor records it. ``on_entry(name, nbytes)`` is called as each entry
+    is decided (the auto pass reads them), ``on_packed(name, weight, packed,
+    bias)`` after each tensor is packed (the source weight, its GritTensor
+    and the source's ``<module>.bias`` or None), ``on_tensor(TensorReport)``
+    after each tensor is written. Returns ``(files written, [TensorReport])``.
     """
-    grade = Grade.parse(grade)
-    lay, items = plan(src, grade, filter)
+    refuse_inexpressible(src, grade, filter)
+    if not auto.is_auto(grade):
+        grade = Grade.parse(grade)
+    lay, items = plan(src, grade, filter, budget_db=budget_db, candidates=candidates,
+                      on_entry=on_entry)
     out = output_path(dst)
-    _, targets, index_path = plan_shards(out, [u for _, _, u, _ in items], max_shard_size)
+    _, targets, index_path = plan_shards(out, [it[2] for it in items], max_shard_size)
     _check_target(lay, targets + ([index_path] if index_path else []))
     folder = os.path.dirname(out)
     created = not os.path.exists(folder)
     os.makedirs(folder, exist_ok=True)
 
-    by_unit = {id(u): (h, e, reason) for h, e, u, reason in items}
+    by_unit = {id(it[2]): it for it in items}
     handles = {}
     reports = []
     # One read buffer, as large as the largest source tensor, reused for every tensor.
-    scratch = torch.empty(max((e.nbytes for _, e, _, _ in items), default=0), dtype=torch.uint8)
+    scratch = torch.empty(max((it[1].nbytes for it in items), default=0), dtype=torch.uint8)
 
-    def fill(u):
-        h, e, _ = by_unit[id(u)]
+    def handle(h):
         if h.path not in handles:
             handles[h.path] = open(h.path, "rb")
-        raw = read_entry(handles[h.path], h, e, scratch)
+        return handles[h.path]
+
+    def fill(u):
+        h, e = by_unit[id(u)][:2]
+        raw = read_entry(handle(h), h, e, scratch)
         if isinstance(u, Plain):
             return [memoryview(raw.numpy())]
         w = raw.view(FLOAT_DTYPES[e.dtype]).reshape(e.shape)
         del raw
-        q = quantize(w, grade, name=u.name)
+        q = quantize(w, u.grade, name=u.name)
+        if on_packed is not None:
+            found = _bias_entry(lay, u.name, e.shape[0])
+            bias = None
+            if found is not None:  # its own buffer: the scratch holds w
+                bias = read_entry(handle(found[0]), found[0], found[1]).view(
+                    FLOAT_DTYPES[found[1].dtype])
+            on_packed(u.name, w, q, bias)
         del w
         return [memoryview(p.numpy()) for p, n in zip(q.planes, u.plane_bytes) if n]
 
     def done(u, target):
-        h, e, reason = by_unit[id(u)]
+        h, e, _, reason, choice = by_unit[id(u)]
         after = sum(n for n in u.plane_bytes) if isinstance(u, Packed) else e.nbytes
         r = TensorReport(u.name, "quantized" if isinstance(u, Packed) else "kept", e.shape,
-                         e.dtype, e.nbytes, after, grade.canonical if isinstance(u, Packed)
-                         else None, reason, os.path.basename(target))
+                         e.dtype, e.nbytes, after, u.grade.canonical if isinstance(u, Packed)
+                         else None, reason, os.path.basename(target), choice)
         reports.append(r)
         if on_tensor is not None:
             on_tensor(r)
 
     try:
-        files = write_units(out, [u for _, _, u, _ in items], fill, max_shard_size, done)
+        files = write_units(out, [it[2] for it in items], fill, max_shard_size, done,
+                            grade_policy=_grade_policy(grade, budget_db, candidates))
     except BaseException:
         if created and not os.listdir(folder):
             os.rmdir(folder)  # a failed conversion leaves nothing behind
@@ -175,6 +267,15 @@ def convert(src, dst, grade, *, filter=None, max_shard_size=None, on_tensor=None
         for f in handles.values():
             f.close()
     return files, reports
+
+
+def _grade_policy(grade, budget_db, candidates):
+    """What the file records about how its grades were chosen: only for grade="auto"."""
+    if not auto.is_auto(grade):
+        return None
+    return {"grade": auto.AUTO, "rule": "torch_grit.auto.choose",
+            "budget_db": auto.parse_budget(budget_db),
+            "candidates": [g.canonical for g in auto.parse_candidates(candidates)]}
 
 
 def source_bytes(src):

@@ -95,10 +95,20 @@ class Profile:
         return "\n".join(rows)
 
 
-def _short(grade):
+def short_name(grade):
     """"MXFP4" for a reference grade, else the canonical string."""
     name = grade.name
     return name[len("GRADE_"):] if name else grade.canonical
+
+
+def pick(previews, budget_db):
+    """The budget rule: of the previews that apply and reach ``budget_db``, the one with the
+    fewest bytes (the earlier on a tie); None if there is none. ``torch_grit.auto`` uses it."""
+    best = None
+    for p in previews:
+        if p.applies and p.sqnr_db >= budget_db and (best is None or p.bytes < best.bytes):
+            best = p
+    return best
 
 
 def _unit(grade):
@@ -113,7 +123,7 @@ def _unit(grade):
 def preview(w, grade):
     """One tensor, one grade: encode, decode, bounds -> GradePreview."""
     grade = Grade.parse(grade)
-    name = _short(grade)
+    name = short_name(grade)
     v = np.ascontiguousarray(w, dtype=np.float32).reshape(-1)
     cols = w.shape[-1]
     if cols % _unit(grade) != 0:
@@ -146,7 +156,7 @@ def _tensors(model_or_state_dict):
 
 def profile(model_or_state_dict, grades=CANDIDATES, budget_db=DEFAULT_BUDGET_DB):
     """Preview every candidate grade on every tensor; writes nothing."""
-    grades = tuple(_short(Grade.parse(g)) for g in grades)
+    grades = tuple(short_name(Grade.parse(g)) for g in grades)
     out = []
     for name, t in _tensors(model_or_state_dict):
         if not isinstance(t, torch.Tensor) or type(t) is not torch.Tensor and not isinstance(t, torch.nn.Parameter):
@@ -167,7 +177,7 @@ def profile(model_or_state_dict, grades=CANDIDATES, budget_db=DEFAULT_BUDGET_DB)
         tp.nonfinite = int(w.size - finite.size)
         for g in grades:
             tp.previews[g] = preview(w, g)
-        fits = [p for p in tp.previews.values() if p.applies and p.sqnr_db >= budget_db]
-        tp.choice = min(fits, key=lambda p: p.bytes).grade if fits else ""
+        best = pick(tp.previews.values(), budget_db)
+        tp.choice = best.grade if best is not None else ""
         out.append(tp)
     return Profile(out, budget_db, grades)

@@ -11,8 +11,10 @@ from typing import Optional, Tuple
 
 from torch import nn
 
-from .grade import Grade
+from . import auto
+from .grade import Grade, resolve_grade
 from .nn import GritLinear
+from .profile import CANDIDATES, DEFAULT_BUDGET_DB
 from .tensor import LOGICAL_DTYPES, GritTensor, fit_error
 
 _HANDLERS = {}  # module type -> handler instance
@@ -88,36 +90,22 @@ def _refuse_quantized(model):
 
 
 def _auto_chooser(budget_db, candidates):
-    """grade='auto': per layer, the smallest candidate whose SQNR meets the budget."""
-    from .profile import preview
-
-    grades = [Grade.parse(g) for g in candidates]
+    """grade='auto': per layer, torch_grit.auto's rule (the smallest candidate within budget)."""
+    grades = auto.parse_candidates(candidates)
 
     def choose(module, handler, fqn, default_filter):
-        best, tried, first_skip = None, [], None
-        for g in grades:
-            skip = handler.skip_reason(module, g, fqn)
-            if skip is not None:
-                first_skip = first_skip or skip
-                continue
-            p = preview(module.weight.detach().to("cpu").float().numpy(), g)
-            tried.append("%s %.1f dB" % (p.grade, p.sqnr_db))
-            if p.sqnr_db >= budget_db and (best is None or p.bytes < best[1]):
-                best = (g, p.bytes)
-        if best is None:
-            if not tried:
-                return None, first_skip
-            return None, "grade=auto: no candidate meets the %.1f dB budget (%s)" % (
-                budget_db, ", ".join(tried))
-        return best[0], None
+        c = auto.choose(module.weight, grades, budget_db,
+                        lambda g: handler.skip_reason(module, g, fqn))
+        return c.grade, c.reason
 
     return choose
 
 
-def quantize_(model, grade, filter_fn=None, budget_db=20.0, candidates=("MXFP4", "NVF4", "Q4KS", "I8S24")):
+def quantize_(model, grade, filter_fn=None, budget_db=DEFAULT_BUDGET_DB, candidates=CANDIDATES):
     """Replace the layers of ``model`` by packed GRIT layers, in place.
 
-    ``grade``: a Grade, canonical string or reference name ("MXFP4").
+    ``grade``: a Grade, canonical string or reference name ("MXFP4"), or seed
+    001's "INT4G<g>" (kept in memory: torch_grit.save refuses it, saying why).
     ``filter_fn(module, fqn) -> bool`` is asked about every module a handler
     can pack (by default, every ``nn.Linear``); without it, a layer is packed
     when its weight fits the grade and others are left exact (seed 002:
@@ -130,11 +118,14 @@ def quantize_(model, grade, filter_fn=None, budget_db=20.0, candidates=("MXFP4",
     ``torch_grit.profile`` measures it) is at least ``budget_db``; a layer no
     candidate meets stays exact and its report says why. Each packed weight's
     descriptor records its own grade, so a mixed checkpoint describes itself.
+    The rule is ``torch_grit.auto.choose``, the one ``torch-grit quantize
+    --grade auto`` uses. A non-finite budget raises ValueError, an unknown
+    candidate (or one without an encoder) GradeError, before anything is modified.
     """
-    if isinstance(grade, str) and grade.strip().lower() == "auto":
-        choose = _auto_chooser(float(budget_db), candidates)
+    if auto.is_auto(grade):
+        choose = _auto_chooser(auto.parse_budget(budget_db), candidates)
     else:
-        fixed = Grade.parse(grade)
+        fixed = resolve_grade(grade)  # a GRIT grade or seed 001's "INT4G<g>"
 
         def choose(module, handler, fqn, default_filter):
             # Without filter_fn, a layer that does not fit stays exact (seed 002);

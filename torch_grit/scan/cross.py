@@ -42,16 +42,25 @@ def _group_key(path):
     return os.path.dirname(path) if "-of-" in base else path
 
 
+def _declared_mixture(report, recs):
+    """The checkpoint says its grades were chosen per tensor (torch_grit's "grade_policy",
+    written by ``torch-grit quantize --grade auto``) and every tensor in question carries its
+    own declared descriptor: the mixture is described, not drift."""
+    return all(r.source == "declared" and r.path in report.grade_policies for r in recs)
+
+
 def _grade_drift(report):
-    roles, artifacts = {}, {}
+    roles, artifacts, members = {}, {}, {}
     for rec in report.records:
         if not rec.quantised or rec.label is None:
             continue
         key = _group_key(rec.path)
         roles.setdefault((key, rec.role), {}).setdefault(rec.label, []).append(rec.name)
         artifacts.setdefault(key, set()).add(rec.label)
+        members.setdefault(key, []).append(rec)
+    described = {key for key, recs in members.items() if _declared_mixture(report, recs)}
     for (key, role), labels in sorted(roles.items()):
-        if len(labels) > 1:
+        if len(labels) > 1 and key not in described:
             report.add("grade_drift", key,
                        "role %s carries %d grades in one checkpoint: %s" % (
                            role, len(labels), "; ".join("%s (%d tensors, e.g. %s)" % (g, len(n), sorted(n)[0])
@@ -59,7 +68,7 @@ def _grade_drift(report):
                        tensor=role, data={"scope": "role", "role": role,
                                           "grades": {g: sorted(n)[:8] for g, n in sorted(labels.items())}})
     for key, labels in sorted(artifacts.items()):
-        if len(labels) > 1:
+        if len(labels) > 1 and key not in described:
             report.add("grade_drift", key, "the checkpoint mixes %d grades (%s); no single type declaration "
                        "or file name says so" % (len(labels), ", ".join(sorted(labels))), severity="warning",
                        data={"scope": "artifact", "grades": sorted(labels)})

@@ -79,6 +79,7 @@ class Report:
         self.files = []       # {"path", "container", "parsed", "tensors", "reason"}
         self.records = []     # TensorRecord
         self.findings = []
+        self.grade_policies = {}  # path -> torch_grit "grade_policy": grades chosen per tensor
 
     def add(self, cls, path, message, **kw):
         f = Finding(cls, path, message, **kw)

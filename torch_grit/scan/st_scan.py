@@ -25,6 +25,7 @@ from .safetensors_header import read_header
 
 GRIT_KEY = "__grit__"
 TORCH_GRIT_KEY = "torch_grit"
+GRADE_POLICY_KEY = "grade_policy"  # torch_grit.checkpoint_format.META_GRADE_POLICY
 PLANES = ("data", "scale0", "scale1", "aux")
 _DIGEST_PLACEHOLDER = "0" * 32
 FAMILIES = (bitsandbytes, compressed_tensors, gptq_awq)
@@ -47,8 +48,11 @@ def _json_map(report, path, metadata, key):
 def scan_safetensors(path, report, deep_plan):
     h = read_header(path)
     grit_map = _json_map(report, path, h.metadata, GRIT_KEY)
-    ours = _json_map(report, path, h.metadata, TORCH_GRIT_KEY).get("tensors")
+    doc = _json_map(report, path, h.metadata, TORCH_GRIT_KEY)
+    ours = doc.get("tensors")
     ours = ours if isinstance(ours, dict) else {}
+    if isinstance(doc.get(GRADE_POLICY_KEY), dict):  # grades chosen per tensor, on purpose
+        report.grade_policies[path] = doc[GRADE_POLICY_KEY]
     entries = h.by_name()
     records, claimed = {}, set()
     span = h.data_span

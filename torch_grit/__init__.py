@@ -25,6 +25,7 @@ from .safetensors_io import CheckpointError
 # Functions named like their modules: bound after the submodule import, as quantize is.
 from .profile import profile
 from .report import report
+from . import quality  # noqa: F401  (torch_grit.quality.causal_lm_nll)
 
 __version__ = "0.1.0"
 

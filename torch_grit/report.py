@@ -6,14 +6,19 @@ layer's output error on a fixed probe input. Storage is split into code
 bytes (the data plane), scale bytes (scale planes), aux bytes (zero points
 or sparsity metadata) and descriptor bytes; with checkpoint paths it adds
 the safetensors header bytes and the complete file sizes, because code bytes
-alone overstate the saving. Output: ``table()``, ``to_json()``, ``plot(png)``.
+alone overstate the saving. With ``quality=`` (a callable ``model -> metrics``,
+e.g. ``functools.partial(torch_grit.quality.causal_lm_nll, token_ids=ids)``)
+it also runs both models on fixed inputs and reports what a user of the model
+sees, before and after. Output: ``table()``, ``to_json()``, ``plot(png)``.
 """
 
 import json
 import math
+import numbers
 import os
 import struct
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, is_dataclass
 
 import torch
 import torch.nn.functional as F
@@ -53,6 +58,8 @@ class Report:
     source_file: FileBytes = None
     quantized_file: FileBytes = None
     extra: dict = field(default_factory=dict)
+    quality_before: dict = None   # the quality callable's metrics on the source model
+    quality_after: dict = None    # ... and on the quantized model
 
     def totals(self):
         t = {k: sum(getattr(l, k) for l in self.layers)
@@ -69,6 +76,8 @@ class Report:
         return json.dumps({"layers": [asdict(l) for l in self.layers], "totals": self.totals(),
                            "source_file": asdict(self.source_file) if self.source_file else None,
                            "quantized_file": asdict(self.quantized_file) if self.quantized_file else None,
+                           **({"quality": {"before": self.quality_before, "after": self.quality_after}}
+                              if self.quality_before is not None else {}),
                            **self.extra}, indent=2)
 
     def table(self):
@@ -91,6 +100,11 @@ class Report:
                             100.0 * self.quantized_file.total / self.source_file.total,
                             self.quantized_file.header, t["source_bytes"],
                             t["code_bytes"] + t["scale_bytes"] + t["aux_bytes"]))
+        if self.quality_before is not None:
+            rows += ["", "| quality on fixed inputs | source | quantized | change |", "|---|---|---|---|"]
+            for k, before in self.quality_before.items():
+                after = self.quality_after[k]
+                rows.append("| %s | %.6g | %.6g | %+.4g |" % (k, before, after, after - before))
         return "\n".join(rows)
 
     def plot(self, path):
@@ -129,12 +143,73 @@ def file_bytes(path):
     return FileBytes(str(path), os.path.getsize(path), 8 + n)
 
 
+def _metrics(result):
+    """A quality callable's result as {name: number}: a dataclass or a mapping of numbers."""
+    if is_dataclass(result) and not isinstance(result, type):
+        result = asdict(result)
+    if not isinstance(result, Mapping):
+        raise TypeError("report: quality(model) returns a dataclass or a mapping of numbers; "
+                        "found %s" % type(result).__name__)
+    out = {}
+    for k, v in result.items():
+        if isinstance(v, bool) or not isinstance(v, numbers.Real):
+            raise TypeError("report: quality metric %r is %r (%s); expected a number"
+                            % (k, v, type(v).__name__))
+        out[str(k)] = v
+    return out
+
+
+def probe_input(in_features, rows=8, seed=0):
+    """A layer's fixed probe: ``rows`` x ``in_features`` standard normal values from a
+    generator seeded with ``seed`` alone, so a layer's numbers do not depend on which other
+    layers were packed or in which order they are visited."""
+    return torch.randn(rows, in_features, generator=torch.Generator().manual_seed(seed))
+
+
+def layer_error(name, weight, bias, packed_layer, x):
+    """One layer: source ``weight`` [out, in] and ``bias`` (or None) against ``packed_layer``
+    (a GritLinear) on the probe ``x``. ``report`` and ``torch-grit quantize --report`` use it."""
+    w = weight.detach().double().cpu()
+    d = packed_layer.weight.dequantize().double().cpu()
+    if w.shape != d.shape:
+        raise ValueError("report: %s has shape %s in the source and %s packed"
+                         % (name, tuple(w.shape), tuple(d.shape)))
+    err = d - w
+    noise = float((err ** 2).sum())
+    sig = float((w ** 2).sum())
+    x = x.to(torch.float32)
+    with torch.no_grad():
+        y_src = F.linear(x.double(), w, None if bias is None else bias.detach().double())
+        y_q = packed_layer(x).double()
+    out = y_q - y_src
+    planes = packed_layer.weight.planes
+    grade = packed_layer.weight.grade
+    return LayerError(
+        name=name, shape=tuple(w.shape), grade=grade.name or grade.canonical,
+        weight_mse=noise / w.numel(), weight_max_abs=float(err.abs().max()),
+        sqnr_db=float("inf") if noise == 0 else 10.0 * math.log10(sig / noise),
+        output_mse=float((out ** 2).mean()), output_max_abs=float(out.abs().max()),
+        source_bytes=weight.numel() * weight.element_size(),
+        code_bytes=planes[0].numel(), scale_bytes=planes[1].numel() + planes[2].numel(),
+        aux_bytes=planes[3].numel(),
+        # INT4G (seed 001) has no GRIT descriptor: it cannot be saved as one.
+        descriptor_bytes=0 if packed_layer.weight.is_int4_groups else DESCRIPTOR_BYTES)
+
+
 def report(source_model, quantized_model, probe=None, source_file=None, quantized_file=None,
-           probe_rows=8, seed=0):
-    """Compare every GritLinear of ``quantized_model`` with the same-named layer of ``source_model``."""
+           probe_rows=8, seed=0, quality=None):
+    """Compare every GritLinear of ``quantized_model`` with the same-named layer of ``source_model``.
+
+    ``quality``: optional callable ``model -> metrics`` (a dataclass or a mapping
+    of numbers, e.g. ``torch_grit.quality.causal_lm_nll`` bound to fixed token
+    ids); it is called on the source and on the quantized model and both
+    results are in ``table()`` and ``to_json()``.
+    """
+    if quality is not None and not callable(quality):
+        raise TypeError("report: quality is a callable model -> metrics; found %s"
+                        % type(quality).__name__)
     src = dict(source_model.named_modules())
     layers = []
-    gen = torch.Generator().manual_seed(seed)
     for name, q in quantized_model.named_modules():
         if not isinstance(q, GritLinear):
             continue
@@ -142,31 +217,17 @@ def report(source_model, quantized_model, probe=None, source_file=None, quantize
         if s is None or not isinstance(s, torch.nn.Linear) or isinstance(s, GritLinear):
             raise ValueError("report: %s is packed in the quantized model but the source has no float "
                              "nn.Linear of that name" % name)
-        w = s.weight.detach().double().cpu()
-        d = q.weight.dequantize().double().cpu()
-        if w.shape != d.shape:
-            raise ValueError("report: %s has shape %s in the source and %s packed"
-                             % (name, tuple(w.shape), tuple(d.shape)))
-        err = d - w
-        noise = float((err ** 2).sum())
-        sig = float((w ** 2).sum())
         x = probe.get(name) if isinstance(probe, dict) else probe
         if x is None:
-            x = torch.randn(probe_rows, w.shape[1], generator=gen)
-        x = x.to(torch.float32)
-        with torch.no_grad():
-            y_src = F.linear(x.double(), w, None if s.bias is None else s.bias.detach().double())
-            y_q = q(x).double()
-        out = y_q - y_src
-        planes = q.weight.planes
-        layers.append(LayerError(
-            name=name, shape=tuple(w.shape), grade=q.weight.grade.name or q.weight.grade.canonical,
-            weight_mse=noise / w.numel(), weight_max_abs=float(err.abs().max()),
-            sqnr_db=float("inf") if noise == 0 else 10.0 * math.log10(sig / noise),
-            output_mse=float((out ** 2).mean()), output_max_abs=float(out.abs().max()),
-            source_bytes=s.weight.numel() * s.weight.element_size(),
-            code_bytes=planes[0].numel(), scale_bytes=planes[1].numel() + planes[2].numel(),
-            aux_bytes=planes[3].numel()))
+            x = probe_input(s.weight.shape[1], probe_rows, seed)
+        layers.append(layer_error(name, s.weight, s.bias, q, x))
+    before = after = None
+    if quality is not None:
+        before, after = _metrics(quality(source_model)), _metrics(quality(quantized_model))
+        if list(before) != list(after):
+            raise ValueError("report: quality returned metrics %s for the source model and %s for "
+                             "the quantized one; expected the same names" % (list(before), list(after)))
     return Report(layers,
                   file_bytes(source_file) if source_file else None,
-                  file_bytes(quantized_file) if quantized_file else None)
+                  file_bytes(quantized_file) if quantized_file else None,
+                  quality_before=before, quality_after=after)

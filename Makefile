@@ -9,7 +9,7 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 CMAKE_BUILD := build/cmake
 EXT_SOURCES := $(wildcard csrc/grit/*.cpp csrc/grit/*.h csrc/kernels/cpu/*.cpp csrc/kernels/cpu/*.h csrc/ops/*.cpp csrc/ops/*.h)
 
-.PHONY: demo test test-cpp test-py build bench sysdeps clean fuzz test-fuzz test-asan libtorch-example test-cuda-compile
+.PHONY: demo test test-cpp test-py build bench sysdeps clean fuzz test-fuzz test-asan test-asan-py libtorch-example test-cuda-compile
 
 demo: build
 	$(PY) examples/demo.py
@@ -57,6 +57,10 @@ libtorch-example: sysdeps $(VENV)/.deps
 # `make fuzz FUZZ_SECONDS=N` runs each for N seconds; `make test` runs each
 # for FUZZ_SHORT seconds so a regression shows in CI.
 FUZZERS := fuzz_check fuzz_grade fuzz_decode
+# The Python readers a stranger's file reaches (safetensors: load + scan; GGUF:
+# the scan) under atheris, libFuzzer for CPython (tests/fuzz/pyfuzz.py says how
+# -malloc_limit_mb is honoured there); build/fuzz/<name> is a launcher.
+FUZZERS += fuzz_safetensors fuzz_gguf
 FUZZ_SECONDS ?= 60
 FUZZ_SHORT ?= 10
 FUZZ_FLAGS := -std=c++17 -O1 -g -ffp-contract=off -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Icsrc
@@ -66,7 +70,11 @@ build/fuzz/%: tests/fuzz/%.cpp $(wildcard csrc/grit/*.cpp csrc/grit/*.h) | sysde
 	@mkdir -p build/fuzz
 	clang++ $(FUZZ_FLAGS) $< csrc/grit/*.cpp -o $@
 
-build/fuzz/seeds: tests/fuzz/make_seeds.py | build
+build/fuzz/%: tests/fuzz/%.py tests/fuzz/pyfuzz.py | build
+	@mkdir -p build/fuzz
+	@printf '#!/bin/sh\nexec "%s" "%s" "$$@"\n' "$(abspath $(PY))" "$(abspath $<)" > $@ && chmod +x $@
+
+build/fuzz/seeds: tests/fuzz/make_seeds.py tests/corpus/make_corpus.py tests/python/scan/writers.py | build
 	$(PY) tests/fuzz/make_seeds.py $@
 
 define run_fuzzers
@@ -102,6 +110,51 @@ test-asan: sysdeps
 	cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGRIT_SANITIZE=ON >/dev/null
 	cmake --build build/asan -j2 --target grit_core_tests
 	ASAN_OPTIONS=halt_on_error=1 UBSAN_OPTIONS=halt_on_error=1 ctest --test-dir build/asan --output-on-failure
+	$(MAKE) --no-print-directory test-asan-py
+
+# The Python suite against an ASan + UBSan build of torch_grit._C (setup.py
+# GRIT_SANITIZE=1), built with a copy of the package into build/asan-py: the
+# in-place torch_grit/_C*.so is never replaced. It is put first on the path
+# (PYTHONPATH; PYTHONSAFEPATH=1 keeps the repo root, and so the in-place
+# package, off the front of sys.path, in child processes too) and
+# tests/python/conftest.py refuses to run if _C comes from anywhere else.
+# Options, and why:
+# - LD_PRELOAD of the compiler's libasan: python and torch are not ASan-built,
+#   and ASan must be the first library loaded to intercept malloc; and of its
+#   libstdc++: python is C, so libstdc++ would come later (with torch) and
+#   ASan's __cxa_throw interceptor would abort at the first C++ exception
+#   ("CHECK failed: ... real___cxa_throw != 0", measured);
+# - log_path: pytest captures fd 2, and a report that halts the process would
+#   be lost with it; reports go to build/asan-py/report.<pid> and are printed;
+# - detect_leaks=0: CPython and torch keep allocations alive until exit, which
+#   LeakSanitizer would report as leaks;
+# - halt_on_error=1 (ASan and UBSan): the first report ends the run.
+# Deselected (ASan reserves terabytes of address space and keeps freed memory
+# in quarantine, so tests that measure memory limits cannot run under it):
+# - test_hostile_files.py's load, scan and console-script runs: children under
+#   RLIMIT_AS 2 GiB (ASan cannot map its shadow memory: "ReserveShadowMemoryRange
+#   failed ... Perhaps you're using ulimit -v", measured);
+# - test_convert.py's streaming test: a child under RLIMIT_DATA of 32 MiB
+#   ("AddressSanitizer: allocator is out of memory trying to allocate 0x100000
+#   bytes", measured).
+ASAN_PY := build/asan-py
+ASAN_PY_DESELECT := \
+  --deselect tests/python/test_hostile_files.py::test_load_refuses_every_hostile_file_with_a_clear_error \
+  --deselect tests/python/test_hostile_files.py::test_scan_gives_the_expected_exit_code_for_every_hostile_file \
+  --deselect tests/python/test_hostile_files.py::test_scan_console_script_exits_4_without_a_traceback \
+  --deselect tests/python/test_convert.py::test_conversion_streams_under_a_memory_limit
+ASAN_PY_ENV = LD_PRELOAD="$$(g++ -print-file-name=libasan.so) $$(g++ -print-file-name=libstdc++.so.6)" \
+  ASAN_OPTIONS=detect_leaks=0:halt_on_error=1:log_path=$(abspath $(ASAN_PY))/report \
+  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:log_path=$(abspath $(ASAN_PY))/report \
+  PYTHONPATH=$(abspath $(ASAN_PY)) PYTHONSAFEPATH=1 GRIT_EXPECT_EXTENSION_DIR=$(abspath $(ASAN_PY))
+test-asan-py: sysdeps $(VENV)/.editable
+	GRIT_SANITIZE=1 $(PY) setup.py -q build_py --build-lib $(ASAN_PY) \
+	  build_ext --build-lib $(ASAN_PY) --build-temp $(ASAN_PY)/tmp -j2
+	@rm -f $(ASAN_PY)/report.*
+	$(ASAN_PY_ENV) $(PY) -c 'import torch_grit._C as c; print("test-asan-py: torch_grit._C is", c.__file__)'
+	$(ASAN_PY_ENV) $(PY) -m pytest tests/python $(ASAN_PY_DESELECT) \
+	  || { cat $(ASAN_PY)/report.* 2>/dev/null; exit 1; }
+	@! cat $(ASAN_PY)/report.* 2>/dev/null | grep .
 
 bench: build test-cpp
 	$(PY) benchmarks/bench_check.py

@@ -3,12 +3,19 @@
 Usage: python tests/fuzz/make_seeds.py OUTDIR
 Seeds: each reference descriptor followed by a shape and its exact plane
 lengths (fuzz_check); grade spellings (fuzz_grade); one input per decode
-grade with encoded-looking bytes (fuzz_decode).
+grade with encoded-looking bytes (fuzz_decode); for the Python readers
+(fuzz_safetensors, fuzz_gguf) every file of the hostile corpus
+(tests/corpus/make_corpus.py) and valid files from the real writers
+(torch_grit.save, GPTQ/AWQ/compressed-tensors layouts with their config.json,
+gguf.GGUFWriter with declared and inferred contracts), small so the fuzzers
+stay fast.
 """
 
+import json
 import os
 import struct
 import sys
+import tempfile
 
 import torch_grit as tg
 
@@ -30,6 +37,120 @@ def main(out):
             f.write(bytes([i % 4, 0]) + b"".join(planes))
     with open(os.path.join(out, "fuzz_grade", "aliases"), "w") as f:
         f.write("GRIT1( E = FP4 , k0=032, s0=ue8m0, esr=ocp-mx, ao=pairwise_8 )")
+    reader_seeds(out)
+
+
+# libFuzzer's -max_len defaults to the largest seed; two hostile files of 200-600 KB
+# would make every mutated input that large and the runs slow.
+MAX_SEED_BYTES = 64 << 10
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def st_input(blob, config=None):
+    """fuzz_safetensors' input: a flag byte, then (flag bit 0) a u16 length and config.json, then the file."""
+    if config is None:
+        return b"\0" + blob
+    raw = json.dumps({"quantization_config": config}).encode()
+    return b"\1" + struct.pack("<H", len(raw)) + raw + blob
+
+
+def _read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _safetensors_seeds(tmp, W):
+    import numpy as np
+    import torch
+
+    seeds = {}
+    for grade, shape in (("MXFP4", (64, 32)), ("Q4KS", (256, 16)), ("NVF4", (64, 16))):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(*shape), torch.nn.Linear(shape[1], 8))
+        tg.quantize_(model, grade)
+        path = os.path.join(tmp, "ours.safetensors")
+        tg.save(model, path)
+        seeds["ours_" + grade] = st_input(_read(path))
+    layers = W.layer_names(1)
+    gptq = {p: W.gptq_module(W.weights(i, 16, 64), 32) for i, p in enumerate(layers)}
+    path = W.write_quantized_folder(os.path.join(tmp, "gptq"), gptq, None)
+    seeds["gptq"] = st_input(_read(path), {"quant_method": "gptq", "bits": 4, "group_size": 32,
+                                           "desc_act": False, "sym": False})
+    seeds["gptq_no_config"] = st_input(_read(path))
+    awq = {p: W.awq_module(W.weights(i, 16, 64), 32) for i, p in enumerate(layers)}
+    path = W.write_quantized_folder(os.path.join(tmp, "awq"), awq, None)
+    seeds["awq"] = st_input(_read(path), {"quant_method": "awq", "bits": 4, "group_size": 32,
+                                          "version": "gemm", "zero_point": True})
+    t = {}
+    for i, p in enumerate(layers):
+        w = torch.from_numpy(W.weights(i, 16, 64))
+        scale = w.abs().amax(1, keepdim=True) / 448.0
+        t[p + ".weight"] = (w / scale).to(torch.float8_e4m3fn)
+        t[p + ".weight_scale"] = scale.float()
+    path = os.path.join(tmp, "ct.safetensors")
+    W.save_file(t, path)
+    seeds["compressed_tensors_fp8"] = st_input(_read(path), {
+        "quant_method": "compressed-tensors", "format": "float-quantized", "ignore": ["lm_head"],
+        "config_groups": {"group_0": {"targets": ["Linear"], "weights": {
+            "num_bits": 8, "type": "float", "strategy": "channel", "symmetric": True}}}})
+    t = {p + ".weight_packed": torch.from_numpy(np.arange(16 * 8, dtype=np.int32).reshape(16, 8)) for p in layers}
+    t.update({p + ".weight_scale": torch.ones(16, 2, dtype=torch.float16) for p in layers})
+    t.update({p + ".weight_shape": torch.tensor([16, 64]) for p in layers})
+    W.save_file(t, path)
+    seeds["compressed_tensors_pack_quantized"] = st_input(_read(path), {
+        "quant_method": "compressed-tensors", "format": "pack-quantized", "ignore": [],
+        "config_groups": {"group_0": {"targets": ["Linear"], "weights": {
+            "num_bits": 4, "type": "int", "strategy": "group", "group_size": 32, "symmetric": True}}}})
+    return seeds
+
+
+def _gguf_seeds(tmp, W):
+    import gguf
+
+    from torch_grit.placement import WELL_KNOWN
+
+    aos = (WELL_KNOWN["BLOCK_AOS"], WELL_KNOWN["BLOCK_AOS"], None)
+    q8 = tg.Descriptor(tg.Grade.parse("grit1(e=s8,k0=32,s0=binary16,esr=ratiomaxabs)"), (4, 64), placement=aos)
+    ft = gguf.LlamaFileType
+    files = {
+        "declared_q8": ([("blk.0.attn_q.weight", W.weights(1, 4, 64), "Q8_0")], ft.MOSTLY_Q8_0,
+                        {"grit.desc.blk.0.attn_q.weight": q8.to_bytes().hex()}),
+        "inferred_mixed": ([("blk.0.attn_q.weight", W.weights(1, 4, 64), "Q8_0"),
+                            ("blk.0.ffn_up.weight", W.weights(2, 2, 64), "Q4_0"),
+                            ("blk.0.ffn_gate.weight", W.weights(3, 2, 64), "MXFP4"),
+                            ("output_norm.weight", W.weights(4, 1, 64)[0], "F32")], ft.MOSTLY_Q4_0, None),
+        "inexpressible": ([("blk.0.ffn_up.weight", W.weights(1, 2, 64), "IQ4_NL"),
+                           ("blk.0.ffn_down.weight", W.weights(3, 1, 256), "Q6_K")], ft.MOSTLY_IQ4_NL, None),
+    }
+    seeds = {}
+    for name, (tensors, file_type, kv) in files.items():
+        seeds[name] = _read(W.write_gguf(os.path.join(tmp, name + ".gguf"), tensors, file_type, kv))
+    return seeds
+
+
+def reader_seeds(out):
+    """Seeds of fuzz_safetensors and fuzz_gguf (written by real writers; nothing binary is committed)."""
+    sys.path[:0] = [os.path.join(ROOT, "tests", "corpus"), os.path.join(ROOT, "tests", "python", "scan")]
+    import make_corpus
+    import writers as W
+
+    st_dir, gguf_dir = os.path.join(out, "fuzz_safetensors"), os.path.join(out, "fuzz_gguf")
+    os.makedirs(st_dir, exist_ok=True)
+    os.makedirs(gguf_dir, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        corpus = os.path.join(tmp, "corpus")
+        for entry in make_corpus.generate(corpus):
+            blob = _read(os.path.join(corpus, entry["file"]))
+            if len(blob) > MAX_SEED_BYTES:
+                continue   # st_huge_rank, st_header_deep_nesting: tests/python/test_hostile_files.py has them
+            if entry["kind"] == "safetensors":
+                blob = st_input(blob)
+            with open(os.path.join(st_dir if entry["kind"] == "safetensors" else gguf_dir, entry["class"]), "wb") as f:
+                f.write(blob)
+        for folder, seeds in ((st_dir, _safetensors_seeds(tmp, W)), (gguf_dir, _gguf_seeds(tmp, W))):
+            for name, blob in seeds.items():
+                with open(os.path.join(folder, name), "wb") as f:
+                    f.write(blob)
 
 
 if __name__ == "__main__":

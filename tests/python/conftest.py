@@ -15,6 +15,13 @@ sys.path.insert(0, os.path.dirname(__file__))  # grit_cases
 
 
 def pytest_configure(config):
+    expect = os.environ.get("GRIT_EXPECT_EXTENSION_DIR")
+    if expect:  # make test-asan-py: the suite must import the ASan build, not the in-place one
+        from torch_grit import _C
+
+        if not os.path.realpath(_C.__file__).startswith(os.path.realpath(expect) + os.sep):
+            raise pytest.UsageError("GRIT_EXPECT_EXTENSION_DIR is %s, but torch_grit._C was imported from %s"
+                                    % (expect, _C.__file__))
     try:
         import grit  # noqa: F401  (the oracle; the oracle tests import it themselves)
     except ImportError:

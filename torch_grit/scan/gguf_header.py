@@ -175,7 +175,9 @@ def _walk_open(fh, size):
         if n_dims > MAX_DIMS:
             raise Unparseable("bad_rank", "tensor %r has %d dims; ggml has at most %d" % (name[:64], n_dims, MAX_DIMS))
         for _ in range(n_dims):
-            w.u64("tensor dims")
+            if w.u64("tensor dims") >> 63:   # found by tests/fuzz/fuzz_gguf.py: the core takes int64 extents
+                raise Unparseable("bad_dims", "tensor %r has a dimension of 2**63 or more; ggml's are int64"
+                                  % name[:64])
         w.u32("tensor type")
         w.u64("tensor offset")
     return version, alignment or 32, w.off

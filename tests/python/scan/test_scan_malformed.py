@@ -201,6 +201,7 @@ def gguf_cases(src):
         ("bad_alignment", [(align, struct.pack("<I", 48))]),
         ("bad_alignment", [(align - 4, struct.pack("<I", 10))]),       # alignment as a u64
         ("bad_rank", [(t0, struct.pack("<I", 9))]),
+        ("bad_dims", [(t0 + 4, struct.pack("<Q", 1 << 63))]),           # ne[0] past int64
         ("bad_alignment", [(t0 + 4 + 16 + 4, struct.pack("<Q", 3))]),  # misaligned tensor offset
         ("bad_offsets", [(t1 + 4 + 16 + 4, struct.pack("<Q", 0))]),    # attn_k overlaps attn_q
         ("duplicate_tensor", [(t1 - len(".weight") - 1, b"q")]),   # attn_k -> attn_q
@@ -252,3 +253,20 @@ def test_huge_files_are_read_by_header_only(tmp_path):
     tracemalloc.stop()
     assert r.findings == [] and elapsed < LIMIT_S and peak < LIMIT_BYTES
     assert os.path.getsize(p) > n
+
+
+@pytest.mark.parametrize("num_bits", [0, -4, 9, "4", 4.0])
+def test_compressed_tensors_num_bits_out_of_range_is_a_layout_finding(tmp_path, num_bits):
+    """A config's num_bits is untrusted: 0 divided by zero here once (found by tests/fuzz/fuzz_safetensors.py)."""
+    import torch
+
+    p = "model.layers.0.mlp.down_proj"
+    cfg = {"quant_method": "compressed-tensors", "format": "pack-quantized", "ignore": [],
+           "config_groups": {"group_0": {"targets": ["Linear"], "weights": {
+               "num_bits": num_bits, "type": "int", "strategy": "group", "group_size": 32, "symmetric": True}}}}
+    path = W.write_quantized_folder(str(tmp_path), {}, cfg, extra={
+        p + ".weight_packed": torch.zeros(16, 8, dtype=torch.int32),
+        p + ".weight_scale": torch.ones(16, 2, dtype=torch.float16)})
+    r = scan_bounded(path)
+    (f,) = r.by_class("family_layout")
+    assert "num_bits is %r" % (num_bits,) in f.message and not r.unparseable

@@ -191,6 +191,9 @@ def _pack_quantized(ctx, prefix, leaves, weights, inexpressible):
     if wp is None or scale is None or len(wp.shape) != 2 or wp.dtype != "I32":
         _layout(ctx, prefix, wp or scale, ["pack-quantized needs an I32 rank-2 weight_packed and a weight_scale"])
         return None
+    if type(bits) is not int or not 1 <= bits <= 8:   # found by tests/fuzz/fuzz_safetensors.py (num_bits 0)
+        _layout(ctx, prefix, wp, ["config num_bits is %r; pack-quantized packs 1- to 8-bit codes" % (bits,)])
+        return None
     out = wp.shape[0]
     strategy, gs = _args(weights, "strategy", "group"), weights.get("group_size")
     in_f = scale.shape[1] * gs if strategy == "group" and isinstance(gs, int) and len(scale.shape) == 2 \

@@ -1,0 +1,76 @@
+"""atheris (libFuzzer for Python): any bytes as a safetensors file -> torch_grit.load
+and the scan of it (--deep included).
+
+Input: byte 0 is a flag; with bit 0 set, a little-endian u16 length n and n bytes
+of config.json follow (the GPTQ / AWQ / compressed-tensors families read their
+contract from it); the rest is the .safetensors file. Both are written to a
+private tmpfs folder, since the readers take paths.
+
+Expected, and swallowed: CheckpointError and GritCheckError from load (its
+documented refusals) and Unparseable from the scan (exit 4). Anything else
+escapes: a finding.
+
+Run: make fuzz / make test-fuzz (or python tests/fuzz/fuzz_safetensors.py -help=1).
+"""
+
+import json
+import os
+
+import atheris
+import torch  # noqa: F401  (imported before instrumentation: torch itself is not what is fuzzed)
+
+import pyfuzz  # tests/fuzz/pyfuzz.py: scratch folder, memory ceiling
+
+with atheris.instrument_imports(include=["torch_grit"]):
+    import torch_grit
+    from torch_grit.errors import GritCheckError
+    from torch_grit.safetensors_io import CheckpointError
+    from torch_grit.scan import Report, Unparseable, render, to_json
+    from torch_grit.scan import deep as deep_mod
+    from torch_grit.scan.cross import cross_checks
+    from torch_grit.scan.st_scan import scan_safetensors
+
+FOLDER, PATH = pyfuzz.scratch_path("fuzz_st_", "model.safetensors")
+CONFIG = os.path.join(FOLDER, "config.json")
+
+
+def split(data):
+    """(config bytes or None, file bytes)."""
+    if not data:
+        return None, b""
+    if data[0] & 1 and len(data) >= 3:
+        n = int.from_bytes(data[1:3], "little")
+        return data[3:3 + n], data[3 + n:]
+    return None, data[1:]
+
+
+def TestOneInput(data):
+    config, blob = split(data)
+    with open(PATH, "wb") as f:
+        f.write(blob)
+    if config is None:
+        if os.path.exists(CONFIG):
+            os.unlink(CONFIG)
+    else:
+        with open(CONFIG, "wb") as f:
+            f.write(config)
+
+    try:
+        torch_grit.load(PATH, verify="digest")
+    except (CheckpointError, GritCheckError):
+        pass
+
+    report, plan = Report(), []
+    try:
+        scan_safetensors(PATH, report, plan)
+        if plan:
+            deep_mod.run(report, PATH, plan)
+    except Unparseable:
+        return
+    cross_checks(report)
+    render(report)
+    json.dumps(to_json(report), sort_keys=True)   # what --json prints
+
+
+if __name__ == "__main__":
+    pyfuzz.run(TestOneInput)

@@ -22,6 +22,9 @@ from test_kernels_cpu import _plant_specials, _random_planes
 
 EXACT_GRADES = ("I8S24", "MXFP4", "MXFP4_RNE")
 SHAPES = ((9, 96), (17, 160))  # ragged out-features, 3 and 5 blocks of 32
+# Signed int4 codes with one binary16 scale per 32: the int4-weights-with-int8-activations case. No
+# reference encoder exists for it, so the tests pack its planes by hand and the core checks them.
+S4_GRADE = "grit1(e=s4,k0=32,s0=binary16,esr=ratiomaxabs)"
 
 
 def _planes(grade, shape, seed=0):
@@ -61,7 +64,7 @@ def _pack_ref(x, block):
 def _block_scales(grade, planes, n, k):
     """The stored block scale S per (row, block), as float64 (exact)."""
     raw = planes[1].numpy()
-    if grade == "I8S24":
+    if grade in ("I8S24", S4_GRADE):
         return raw.view(np.float16).astype(np.float64).reshape(n, k // 32)
     e = raw.astype(np.int64)
     s = np.where(e == 255, np.nan, np.ldexp(1.0, e - 127))
@@ -88,7 +91,7 @@ def _to_f32(v):
 
 def _exact_ref(grade, codes, ascales, planes, shape, bias=None):
     n, k = shape
-    qe, cmax = (0, 128) if grade == "I8S24" else (-1, 12)
+    qe, cmax = {"I8S24": (0, 128), S4_GRADE: (0, 8)}.get(grade, (-1, 12))
     bd = (32 * 128 * cmax).bit_length()
     w = ops.dequantize(planes, grade, shape).double().numpy()
     S = _block_scales(grade, planes, n, k)
@@ -305,3 +308,42 @@ def test_leading_dimensions_and_empty_batches():
     assert torch.equal(_bits(y.reshape(6, 9)), _bits(ops.packed_linear(x.reshape(6, 96), planes, "MXFP4",
                                                                        shape, exact=True)))
     assert ops.packed_linear(torch.zeros(0, 96), planes, "MXFP4", shape, exact=True).shape == (0, 9)
+
+
+def _s4_planes(shape, seed=0):
+    n, k = shape
+    g = torch.Generator().manual_seed(seed)
+    codes = torch.randint(-8, 8, (n, k), generator=g)
+    nib = (codes & 0xF).to(torch.uint8).reshape(-1, 2)
+    scales = (torch.rand(n * k // 32, generator=g) * 0.1 + 0.01).half()
+    empty = torch.empty(0, dtype=torch.uint8)
+    planes = [(nib[:, 0] | (nib[:, 1] << 4)).contiguous(), scales.view(torch.uint8).contiguous(), empty, empty]
+    assert ops.check(planes, S4_GRADE, shape)
+    want = (codes.double().reshape(n, -1, 32) * scales.double().reshape(n, -1, 1)).reshape(n, k)
+    assert torch.equal(ops.dequantize(planes, S4_GRADE, shape, torch.float64), want)  # codes x scale, exactly
+    return planes
+
+
+@pytest.mark.parametrize("with_bias", (False, True))
+def test_int4_weights_with_int8_activations(with_bias):
+    for s, shape in enumerate(SHAPES):
+        planes = _s4_planes(shape, seed=s)
+        x = _x(5, shape[1], seed=20 + s)
+        bias = torch.randn(shape[0], generator=torch.Generator().manual_seed(s)) if with_bias else None
+        codes, scales = ops.pack_activations(x, 32)
+        got = ops.packed_linear_exact(codes, scales, planes, S4_GRADE, shape, bias)
+        want = _exact_ref(S4_GRADE, codes.numpy(), scales.numpy(), planes, shape, bias)
+        assert torch.equal(_bits(got), _bits(want)), shape
+        flt = ops.packed_linear(x, planes, S4_GRADE, shape, bias)
+        assert torch.allclose(got, flt, rtol=0.02, atol=0.02 * float(flt.abs().max()))
+    shape = (203, 256)
+    planes, x = _s4_planes(shape, seed=7), _x(37, 256, seed=8)
+    previous = torch.get_num_threads()
+    try:
+        results = []
+        for threads in (1, 2, 3):
+            torch.set_num_threads(threads)
+            results.append(ops.packed_linear(x, planes, S4_GRADE, shape, None, exact=True))
+    finally:
+        torch.set_num_threads(previous)
+    assert all(torch.equal(_bits(r), _bits(results[0])) for r in results[1:])

@@ -270,3 +270,23 @@ def test_compressed_tensors_num_bits_out_of_range_is_a_layout_finding(tmp_path, 
     r = scan_bounded(path)
     (f,) = r.by_class("family_layout")
     assert "num_bits is %r" % (num_bits,) in f.message and not r.unparseable
+
+
+@pytest.mark.parametrize("groups,fmt", [
+    ({"group_0": ["Linear"]}, "pack-quantized"),                       # a group that is not an object (found by fuzz_safetensors)
+    ({"group_0": {"targets": "Linear", "weights": []}}, "pack-quantized"),
+    ({"group_0": {"targets": [3, None, "Linear"], "format": ["x"]}}, ["pack-quantized"]),
+])
+def test_compressed_tensors_malformed_config_groups_do_not_crash(tmp_path, groups, fmt):
+    """config.json is untrusted: odd group, target, weights and format types are ignored, not tracebacks."""
+    import torch
+
+    p = "model.layers.0.mlp.down_proj"
+    cfg = {"quant_method": "compressed-tensors", "format": fmt, "ignore": [], "config_groups": groups}
+    path = W.write_quantized_folder(str(tmp_path), {}, cfg, extra={
+        p + ".weight_packed": torch.zeros(16, 8, dtype=torch.int32),
+        p + ".weight_scale": torch.ones(16, 2, dtype=torch.float16)})
+    r = scan_bounded(path)
+    assert not r.unparseable
+    assert r.exit_code() in (0, 1, 2, 3)
+    assert not [f for f in r.findings if f.cls == "internal_error"]

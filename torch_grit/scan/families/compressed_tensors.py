@@ -36,7 +36,10 @@ def _scheme_for(prefix, groups):
     """The config group whose targets name this module (a name or regex first, a class name second)."""
     by_class = None
     for gname, group in groups.items():
-        targets = group.get("targets") or []
+        if not isinstance(group, dict):
+            continue  # a malformed config group names no module
+        targets = group.get("targets")
+        targets = [t for t in targets if isinstance(t, str)] if isinstance(targets, list) else []
         if any(not is_class_target(t) and target_matches(t, prefix) for t in targets):
             return gname, group
         if by_class is None and any(is_class_target(t) for t in targets):
@@ -75,6 +78,7 @@ def infer(ctx):
     groups = cfg.get("config_groups") if declared and isinstance(cfg.get("config_groups"), dict) else {}
     ignore = cfg.get("ignore") if declared and isinstance(cfg.get("ignore"), list) else []
     global_fmt = cfg.get("format") if declared else None
+    global_fmt = global_fmt if isinstance(global_fmt, str) else None
     source = ("%s (quant_method compressed-tensors)" % cfg.source) if declared else "tensor-name pattern"
 
     summary, inexpressible = {}, {}
@@ -82,8 +86,10 @@ def infer(ctx):
         gname, group = _scheme_for(prefix, groups)
         if declared and (group is None or _ignored(prefix, ignore)):
             continue
-        weights = (group or {}).get("weights") or {}
-        fmt = (group or {}).get("format") or global_fmt
+        weights = (group or {}).get("weights")
+        weights = weights if isinstance(weights, dict) else {}
+        fmt = (group or {}).get("format")
+        fmt = fmt if isinstance(fmt, str) else global_fmt
         if fmt in (None, "mixed-precision"):
             fmt = _guess_format(leaves)
         claim(ctx, {k: v for k, v in leaves.items() if k in _MARKERS or k == "weight"

@@ -27,6 +27,13 @@ def is_auto(grade):
     return isinstance(grade, str) and grade.strip().lower() == AUTO
 
 
+def policy(budget_db, candidates):
+    """What a checkpoint records about grades chosen by this rule (its "grade_policy"
+    metadata): the scanner then reads a mixture of grades as intended, not as drift."""
+    return {"grade": AUTO, "rule": "torch_grit.auto.choose", "budget_db": parse_budget(budget_db),
+            "candidates": [g.canonical for g in parse_candidates(candidates)]}
+
+
 def parse_budget(budget_db, where="budget_db"):
     """The budget as a finite float (a minimum weight SQNR in dB), or ValueError naming it."""
     try:

@@ -30,6 +30,7 @@ layout with the outcome of both tools. Keyed by the logical name, grit-scan
 module checks them on every load.
 """
 
+import json
 from collections import OrderedDict
 
 import torch
@@ -78,7 +79,7 @@ def _units_from_state_dict(state_dict):
     return units, sources
 
 
-def save(obj, path, *, max_shard_size=None):
+def save(obj, path, *, max_shard_size=None, grade_policy=None):
     """Write a model's (or a state dict's) tensors as a checked safetensors checkpoint.
 
     GritTensors become their planes plus a descriptor (see the module doc);
@@ -91,7 +92,21 @@ def save(obj, path, *, max_shard_size=None):
     by one and the index last; a crash between those renames can leave new
     shards beside the old index, which load() refuses only when the entry
     names disagree. Returns the list of files written.
+
+    ``grade_policy`` (a JSON-able dict; by default the model's
+    ``grit_grade_policy``, which ``quantize_(model, "auto")`` sets) is
+    recorded in the metadata: the grades were chosen per tensor on purpose.
     """
+    if grade_policy is None and isinstance(obj, nn.Module):
+        grade_policy = getattr(obj, "grit_grade_policy", None)
+    if grade_policy is not None:
+        try:
+            json.dumps(grade_policy, allow_nan=False)
+        except (TypeError, ValueError) as e:
+            raise TypeError("save(): grade_policy must be a JSON-able dict; %s" % e) from None
+        if not isinstance(grade_policy, dict):
+            raise TypeError("save(): grade_policy must be a JSON-able dict; found %s"
+                            % type(grade_policy).__name__)
     state_dict = obj.state_dict() if isinstance(obj, nn.Module) else obj
     if not hasattr(state_dict, "items"):
         raise TypeError("save() takes an nn.Module or a state dict; found %s"
@@ -104,7 +119,7 @@ def save(obj, path, *, max_shard_size=None):
             return [tensor_bytes(p) for p, n in zip(t.planes, u.plane_bytes) if n]
         return [tensor_bytes(t)]
 
-    return write_units(path, units, fill, max_shard_size=max_shard_size)
+    return write_units(path, units, fill, max_shard_size=max_shard_size, grade_policy=grade_policy)
 
 
 def load(path, model=None, *, verify="structure", device="cpu", strict=True):

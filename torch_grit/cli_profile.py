@@ -6,9 +6,9 @@ candidate grade's real encoder (torch_grit.profile), and dropped. Exit codes:
 0 done, 3 the source cannot be read.
 """
 
-import json
 import sys
 
+from . import strict_json
 from .checkpoint_read import open_layout
 from .convert import FLOAT_DTYPES
 from .profile import CANDIDATES, DEFAULT_BUDGET_DB, profile
@@ -41,7 +41,7 @@ def run(args):
         prof = p
         if args.json:
             tp = p.tensors[0]
-            print(json.dumps({"tensor": name, "shape": list(tp.shape), "min": tp.minimum,
+            print(strict_json.dumps({"tensor": name, "shape": list(tp.shape), "min": tp.minimum,
                               "max": tp.maximum, "choice": tp.choice or None,
                               "grades": {g: vars(v) for g, v in tp.previews.items()}}))
     if prof is None:
@@ -49,7 +49,7 @@ def run(args):
         return 0
     prof.tensors = tensors
     if args.json:
-        print(json.dumps({"summary": True, "hints": prof.hints(), "totals": prof.totals()}))
+        print(strict_json.dumps({"summary": True, "hints": prof.hints(), "totals": prof.totals()}))
     else:
         print(prof.table())
         print()

@@ -7,6 +7,7 @@ import os
 import re
 import sys
 
+from . import strict_json
 from .profile import CANDIDATES, DEFAULT_BUDGET_DB
 
 EXIT_OK = 0
@@ -91,7 +92,7 @@ def add_parser(sub):
 def _fail(args, code, message):
     if args.json:
         try:
-            print(json.dumps({"event": "error", "exit_code": code, "message": message}), flush=True)
+            print(strict_json.dumps({"event": "error", "exit_code": code, "message": message}), flush=True)
         except BrokenPipeError:
             pass
     print("torch-grit quantize: %s" % message, file=sys.stderr)
@@ -217,7 +218,7 @@ def run(args):
             bar.update(r.bytes_before)
             bar.set_postfix_str(r.name[-40:], refresh=False)
         if args.json:
-            print(json.dumps(dict(event="tensor", **r.to_json())), flush=True)
+            print(strict_json.dumps(dict(event="tensor", **r.to_json())), flush=True)
 
     def on_entry(name, nbytes):  # the auto pass: the bar runs twice over the source
         if bar is not None:
@@ -267,7 +268,7 @@ def run(args):
         with AtomicFiles() as out:
             if args.report:
                 doc = dict(summary, tensors=[r.to_json() for r in reports])
-                out.open(args.report).write((json.dumps(doc, indent=2) + "\n").encode("utf-8"))
+                out.open(args.report).write((strict_json.dumps(doc, indent=2) + "\n").encode("utf-8"))
             if args.report_png:
                 png = io.BytesIO()
                 rep.plot(png)
@@ -276,7 +277,7 @@ def run(args):
     except OSError as e:
         return _fail(args, EXIT_WRITE, "cannot write the report: %s" % e)
     if args.json:
-        print(json.dumps(dict(event="done", **summary)), flush=True)
+        print(strict_json.dumps(dict(event="done", **summary)), flush=True)
         return EXIT_OK
     if auto:
         for r in reports:

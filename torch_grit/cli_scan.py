@@ -1,8 +1,9 @@
 """``torch-grit scan`` and the file-aware ``torch-grit explain``."""
 
-import json
 import os
 import sys
+
+from . import strict_json
 
 EXIT_HELP = """\
 exit codes (--exit-policy graded, the default)
@@ -25,7 +26,7 @@ def cmd_scan(args):
 
     report = scan_paths(args.paths, deep=args.deep)
     if args.json:
-        print(json.dumps(to_json(report, args.exit_policy), indent=2, sort_keys=True))
+        print(strict_json.dumps(to_json(report, args.exit_policy), indent=2, sort_keys=True))
     else:
         print(render(report, args.exit_policy))
     return report.exit_code(args.exit_policy)

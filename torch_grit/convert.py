@@ -271,11 +271,7 @@ def convert(src, dst, grade, *, filter=None, max_shard_size=None, on_tensor=None
 
 def _grade_policy(grade, budget_db, candidates):
     """What the file records about how its grades were chosen: only for grade="auto"."""
-    if not auto.is_auto(grade):
-        return None
-    return {"grade": auto.AUTO, "rule": "torch_grit.auto.choose",
-            "budget_db": auto.parse_budget(budget_db),
-            "candidates": [g.canonical for g in auto.parse_candidates(candidates)]}
+    return auto.policy(budget_db, candidates) if auto.is_auto(grade) else None
 
 
 def source_bytes(src):

@@ -119,7 +119,9 @@ def quantize_(model, grade, filter_fn=None, budget_db=DEFAULT_BUDGET_DB, candida
     candidate meets stays exact and its report says why. Each packed weight's
     descriptor records its own grade, so a mixed checkpoint describes itself.
     The rule is ``torch_grit.auto.choose``, the one ``torch-grit quantize
-    --grade auto`` uses. A non-finite budget raises ValueError, an unknown
+    --grade auto`` uses; the model keeps it as ``model.grit_grade_policy``,
+    which ``torch_grit.save(model)`` records so the scanner reads the mixture
+    of grades as chosen, not as drift. A non-finite budget raises ValueError, an unknown
     candidate (or one without an encoder) GradeError, before anything is modified.
     """
     if auto.is_auto(grade):
@@ -173,6 +175,9 @@ def quantize_(model, grade, filter_fn=None, budget_db=DEFAULT_BUDGET_DB, candida
                 setattr(parent, name, built[id(child)])
     order = {fqn: i for i, (fqn, _) in enumerate(model.named_modules(remove_duplicate=False))}
     reports.sort(key=lambda r: order.get(r.fqn, len(order)))
+    if auto.is_auto(grade):
+        # torch_grit.save(model) writes it as the checkpoint's grade_policy.
+        model.grit_grade_policy = auto.policy(budget_db, candidates)
     return reports
 
 

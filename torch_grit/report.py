@@ -12,7 +12,6 @@ it also runs both models on fixed inputs and reports what a user of the model
 sees, before and after. Output: ``table()``, ``to_json()``, ``plot(png)``.
 """
 
-import json
 import math
 import numbers
 import os
@@ -23,6 +22,7 @@ from dataclasses import asdict, dataclass, field, is_dataclass
 import torch
 import torch.nn.functional as F
 
+from . import strict_json
 from .nn import GritLinear
 
 DESCRIPTOR_BYTES = 64
@@ -73,7 +73,7 @@ class Report:
         return t
 
     def to_json(self):
-        return json.dumps({"layers": [asdict(l) for l in self.layers], "totals": self.totals(),
+        return strict_json.dumps({"layers": [asdict(l) for l in self.layers], "totals": self.totals(),
                            "source_file": asdict(self.source_file) if self.source_file else None,
                            "quantized_file": asdict(self.quantized_file) if self.quantized_file else None,
                            **({"quality": {"before": self.quality_before, "after": self.quality_after}}

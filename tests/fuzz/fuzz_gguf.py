@@ -9,8 +9,6 @@ feedback reaches into the reader our bounds walk guards.
 Run: make fuzz / make test-fuzz (or python tests/fuzz/fuzz_gguf.py -help=1).
 """
 
-import json
-
 import atheris
 import numpy  # noqa: F401  (imported before instrumentation: not what is fuzzed)
 import torch  # noqa: F401
@@ -19,9 +17,7 @@ import pyfuzz  # tests/fuzz/pyfuzz.py: scratch folder, memory ceiling
 
 with atheris.instrument_imports(include=["torch_grit", "gguf"]):
     import gguf  # noqa: F401  (imported here so it is instrumented)
-    from torch_grit.scan import Report, Unparseable, render, to_json
-    from torch_grit.scan import deep as deep_mod
-    from torch_grit.scan.cross import cross_checks
+    import torch_grit.scan  # noqa: F401  (pyfuzz.scan_file's modules, instrumented)
     from torch_grit.scan.gguf_scan import scan_gguf
 
 FOLDER, PATH = pyfuzz.scratch_path("fuzz_gguf_", "model.gguf")
@@ -30,16 +26,7 @@ FOLDER, PATH = pyfuzz.scratch_path("fuzz_gguf_", "model.gguf")
 def TestOneInput(data):
     with open(PATH, "wb") as f:
         f.write(data)
-    report, plan = Report(), []
-    try:
-        scan_gguf(PATH, report, plan)
-        if plan:
-            deep_mod.run(report, PATH, plan)
-    except Unparseable:
-        return
-    cross_checks(report)
-    render(report)
-    json.dumps(to_json(report), sort_keys=True)   # what --json prints
+    pyfuzz.scan_file(scan_gguf, PATH)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ escapes: a finding.
 Run: make fuzz / make test-fuzz (or python tests/fuzz/fuzz_safetensors.py -help=1).
 """
 
-import json
 import os
 
 import atheris
@@ -25,9 +24,7 @@ with atheris.instrument_imports(include=["torch_grit"]):
     import torch_grit
     from torch_grit.errors import GritCheckError
     from torch_grit.safetensors_io import CheckpointError
-    from torch_grit.scan import Report, Unparseable, render, to_json
-    from torch_grit.scan import deep as deep_mod
-    from torch_grit.scan.cross import cross_checks
+    import torch_grit.scan  # noqa: F401  (pyfuzz.scan_file's modules, instrumented)
     from torch_grit.scan.st_scan import scan_safetensors
 
 FOLDER, PATH = pyfuzz.scratch_path("fuzz_st_", "model.safetensors")
@@ -60,16 +57,7 @@ def TestOneInput(data):
     except (CheckpointError, GritCheckError):
         pass
 
-    report, plan = Report(), []
-    try:
-        scan_safetensors(PATH, report, plan)
-        if plan:
-            deep_mod.run(report, PATH, plan)
-    except Unparseable:
-        return
-    cross_checks(report)
-    render(report)
-    json.dumps(to_json(report), sort_keys=True)   # what --json prints
+    pyfuzz.scan_file(scan_safetensors, PATH)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """What the two atheris harnesses share: a private scratch folder for the
-file under test, and a memory ceiling libFuzzer itself cannot give Python.
+file under test, the scan of it as ``torch-grit scan --deep --json`` runs it,
+and a memory ceiling libFuzzer itself cannot give Python.
 
 atheris's libFuzzer accepts -malloc_limit_mb but enforces it only through a
 sanitizer's malloc hooks, which a plain CPython has not (measured: a 600 MiB
@@ -57,6 +58,29 @@ def cap_address_space(extra_mb):
     if hard != resource.RLIM_INFINITY:
         cap = min(cap, hard)
     resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+
+
+def scan_file(scan_one, path):
+    """The scan of ``path`` by ``scan_one`` (a family reader of torch_grit.scan), then
+    its --deep pass, the cross-file checks, the text report and the --json document,
+    as the CLI runs them. Unparseable (exit 4) is the expected refusal; anything
+    else escapes. The harness imports torch_grit under instrumentation first, so
+    the modules used here are the instrumented ones."""
+    from torch_grit import strict_json
+    from torch_grit.scan import Report, Unparseable, render, to_json
+    from torch_grit.scan import deep as deep_mod
+    from torch_grit.scan.cross import cross_checks
+
+    report, plan = Report(), []
+    try:
+        scan_one(path, report, plan)
+        if plan:
+            deep_mod.run(report, path, plan)
+    except Unparseable:
+        return
+    cross_checks(report)
+    render(report)
+    strict_json.dumps(to_json(report), sort_keys=True)   # what --json prints
 
 
 def run(test_one_input):

@@ -12,7 +12,8 @@ from safetensors.torch import save_file
 import torch_grit
 from torch_grit import Descriptor
 from torch_grit.cli import main as cli_main
-from torch_grit.profile import short_name
+from torch_grit.checkpoint_format import META_TORCH_GRIT
+from torch_grit.profile import CANDIDATES as PROFILE_CANDIDATES, DEFAULT_BUDGET_DB, short_name
 from torch_grit.safetensors_io import read_header
 from torch_grit.scan import scan_paths
 
@@ -96,12 +97,25 @@ def test_auto_picks_per_tensor_and_the_file_says_so(tmp_path, source, capsys):
     # The checkpoint declares its per-tensor choice: scan is clean (exit 0) ...
     assert cli_main(["scan", str(dst)]) == 0
     capsys.readouterr()
-    # ... while the same mixture saved without that declaration is reported as drift.
-    plain = tmp_path / "saved.safetensors"
-    torch_grit.save(q, plain)
+    # torch_grit.save(model) of the auto-quantized model declares it too (quantize_ kept the
+    # policy on the model) ...
+    assert q.grit_grade_policy == {"grade": "auto", "rule": "torch_grit.auto.choose",
+                                   "budget_db": DEFAULT_BUDGET_DB, "candidates": [
+                                       torch_grit.Grade.parse(g).canonical for g in PROFILE_CANDIDATES]}
+    saved = tmp_path / "saved.safetensors"
+    torch_grit.save(q, saved)
+    assert scan_paths([str(saved)]).exit_code() == 0
+    meta = json.loads(read_header(str(saved)).metadata[META_TORCH_GRIT])
+    assert meta["grade_policy"] == q.grit_grade_policy
+    # ... while the same mixture saved without that declaration (a bare state dict) is drift.
+    plain = tmp_path / "plain.safetensors"
+    torch_grit.save(q.state_dict(), plain)
     drift = scan_paths([str(plain)])
     assert {f.data["scope"] for f in drift.by_class("grade_drift")} == {"role", "artifact"}
     assert drift.exit_code() == 2
+    with pytest.raises(TypeError, match="grade_policy must be a JSON-able dict"):
+        torch_grit.save(q, tmp_path / "bad.safetensors", grade_policy={"budget_db": float("nan")})
+    assert not (tmp_path / "bad.safetensors").exists()
 
 
 def test_budget_and_candidates(tmp_path, source, capsys):

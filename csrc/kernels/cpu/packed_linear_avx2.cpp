@@ -216,22 +216,7 @@ namespace grit {
 namespace cpu {
 namespace {
 
-Status linear_entry(const LinearPlan& p, const float* x, int64_t m, const float* bias,
-                    int64_t tile_begin, int64_t tile_end, float* y, bool* fallback) {
-  if (p.kind == FastKind::kNone) return linear_tiles(p.w, x, m, bias, tile_begin, tile_end, y);
-  simd_linear(p, x, m, bias, tile_begin, tile_end, y, fallback);
-  return Status::Ok();
-}
-
-Status decode_entry(const LinearPlan& p, int64_t tile_begin, int64_t tile_end, float* out,
-                    bool* fallback) {
-  if (p.kind == FastKind::kNone)
-    return scalar_kernels().decode_tiles(p, tile_begin, tile_end, out, fallback);
-  simd_decode(p, tile_begin, tile_end, out, fallback);
-  return Status::Ok();
-}
-
-const KernelTable kTable{Isa::kAvx2, &linear_entry, &decode_entry};
+const KernelTable kTable{Isa::kAvx2, &simd_linear_entry, &simd_decode_entry};
 
 }  // namespace
 

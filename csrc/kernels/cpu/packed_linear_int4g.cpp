@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "grit/int4_groups.h"
+#include "kernels/cpu/tile_accumulate.h"
 
 namespace grit {
 namespace cpu {
@@ -22,57 +23,20 @@ void int4g_linear_tiles(const Int4gWeight& w, const float* x, int64_t m, const f
   constexpr int64_t R = kInt4gTileRows;
   const int64_t k = w.k;
   std::vector<double> rows(static_cast<size_t>(R * k));
-  // The tile transposed to [k, R] (zero past the last row): the inner loop
-  // runs over R independent accumulators, each adding its products in
-  // ascending k.
-  std::vector<double> wt(static_cast<size_t>(k * R), 0.0);
+  std::vector<double> wt(static_cast<size_t>(k * R));
   for (int64_t t = tile_begin; t < tile_end; ++t) {
     const int64_t r0 = t * R;
     const int64_t nr = (w.n - r0) < R ? (w.n - r0) : R;
     int4g_rows(w, r0, r0 + nr, rows.data());
-    for (int64_t j = 0; j < nr; ++j)
-      for (int64_t kk = 0; kk < k; ++kk) wt[kk * R + j] = rows[j * k + kk];
-    for (int64_t j = nr; j < R; ++j)
-      for (int64_t kk = 0; kk < k; ++kk) wt[kk * R + j] = 0.0;
-
-    for (int64_t i = 0; i < m; ++i) {
-      const float* xi = x + i * k;
-      float acc[R];
-      for (int64_t j = 0; j < R; ++j) acc[j] = 0.0f;
-      for (int64_t kk = 0; kk < k; ++kk) {
-        const double xv = static_cast<double>(xi[kk]);
-        const double* wk = wt.data() + kk * R;
-        for (int64_t j = 0; j < R; ++j) {
-          const float p = static_cast<float>(xv * wk[j]);
-          acc[j] = acc[j] + p;
-        }
-      }
-      float* yi = y + i * w.n + r0;
-      if (bias != nullptr) {
-        for (int64_t j = 0; j < nr; ++j) yi[j] = acc[j] + bias[r0 + j];
-      } else {
-        for (int64_t j = 0; j < nr; ++j) yi[j] = acc[j];
-      }
-    }
+    transpose_tile<R>(rows.data(), nr, k, wt.data());
+    accumulate_tile<R>(wt.data(), k, x, m, bias, w.n, r0, nr, y);
   }
 }
 
 void int4g_grad_input_accumulate(const Int4gWeight& w, const float* grad_y, const double* w_rows,
                                  int64_t row_begin, int64_t row_end, int64_t m_begin,
                                  int64_t m_end, float* grad_x) {
-  const int64_t k = w.k;
-  for (int64_t i = m_begin; i < m_end; ++i) {
-    float* gx = grad_x + i * k;
-    const float* gy = grad_y + i * w.n;
-    for (int64_t j = row_begin; j < row_end; ++j) {
-      const double g = static_cast<double>(gy[j]);
-      const double* wr = w_rows + (j - row_begin) * k;
-      for (int64_t kk = 0; kk < k; ++kk) {
-        const float p = static_cast<float>(g * wr[kk]);
-        gx[kk] = gx[kk] + p;
-      }
-    }
-  }
+  accumulate_grad_input(grad_y, w_rows, w.n, w.k, row_begin, row_end, m_begin, m_end, grad_x);
 }
 
 }  // namespace cpu

@@ -17,34 +17,6 @@
 #include "ops/op_args.h"
 
 namespace grit_ops {
-namespace {
-
-constexpr int64_t kMinTaskWork = int64_t{1} << 16;  // multiply-adds worth a task
-constexpr int64_t kGradTileRows = 64;               // rows of W decoded per backward step
-
-int64_t batch_rows(const at::Tensor& t) {
-  int64_t m = 1;
-  for (int64_t d = 0; d + 1 < t.dim(); ++d) m *= t.size(d);
-  return m;
-}
-
-std::vector<int64_t> with_last(c10::IntArrayRef sizes, int64_t last) {
-  std::vector<int64_t> out(sizes.begin(), sizes.end());
-  out.back() = last;
-  return out;
-}
-
-void check_activation(const char* op, const char* name, const at::Tensor& t, int64_t want,
-                      const char* what, c10::IntArrayRef shape) {
-  check_float_arg(op, name, t);
-  TORCH_CHECK_VALUE(t.dim() >= 1, op, ": argument '", name,
-                    "' must have at least 1 dimension, found a scalar");
-  TORCH_CHECK_VALUE(t.size(-1) == want, op, ": argument '", name, "' has ", t.size(-1),
-                    " features in its last dimension ", shape_str(t.sizes()),
-                    ", but the weight of shape ", shape_str(shape), " has ", want, " ", what);
-}
-
-}  // namespace
 
 std::vector<at::Tensor> int4g_quantize_cpu(const at::Tensor& w, uint64_t group) {
   const char* op = "grit::quantize";
@@ -107,15 +79,7 @@ at::Tensor int4g_packed_linear_cpu(const at::Tensor& x, const at::Tensor& data,
   std::vector<double> scales;
   const grit::cpu::Int4gWeight w =
       int4g_weight(op, data, scale0, scale1, aux, group, shape, x.device(), &scales);
-  const bool has_bias = bias.has_value() && bias->defined();
-  if (has_bias) {
-    check_float_arg(op, "bias", *bias);
-    TORCH_CHECK_VALUE(bias->dim() == 1 && bias->size(0) == n, op,
-                      ": argument 'bias' must have shape [", n,
-                      "] (the weight's out-features), found ", shape_str(bias->sizes()));
-    TORCH_CHECK_VALUE(bias->device() == x.device(), op, ": argument 'bias' must be on ",
-                      x.device(), " like x, found ", bias->device());
-  }
+  const bool has_bias = check_bias(op, bias, n, x.device());
   const int64_t m = batch_rows(x);
   const at::Tensor x32 = x.reshape({m, k}).to(at::kFloat).contiguous();
   at::Tensor y = at::empty({m, n}, x.options().dtype(at::kFloat));
@@ -125,7 +89,7 @@ at::Tensor int4g_packed_linear_cpu(const at::Tensor& x, const at::Tensor& data,
     const float* bp = has_bias ? b32.const_data_ptr<float>() : nullptr;
     float* yp = y.mutable_data_ptr<float>();
     const int64_t tile_work = std::max<int64_t>(1, m * k * grit::cpu::kInt4gTileRows);
-    const int64_t grain = std::max<int64_t>(1, kMinTaskWork / tile_work);
+    const int64_t grain = std::max<int64_t>(1, kLinearTaskWork / tile_work);
     at::parallel_for(0, grit::cpu::int4g_tile_count(n), grain, [&](int64_t b, int64_t e) {
       grit::cpu::int4g_linear_tiles(w, xp, m, bp, b, e, yp);
     });
@@ -157,7 +121,7 @@ at::Tensor int4g_packed_linear_grad_input_cpu(const at::Tensor& grad_y, const at
       const int64_t r1 = std::min(n, r0 + kGradTileRows);
       grit::cpu::int4g_rows(w, r0, r1, rows.data());
       const int64_t row_work = std::max<int64_t>(1, (r1 - r0) * k);
-      at::parallel_for(0, m, std::max<int64_t>(1, kMinTaskWork / row_work),
+      at::parallel_for(0, m, std::max<int64_t>(1, kLinearTaskWork / row_work),
                        [&](int64_t b, int64_t e) {
                          grit::cpu::int4g_grad_input_accumulate(w, gyp, rows.data(), r0, r1, b,
                                                                 e, gxp);

@@ -21,31 +21,6 @@
 namespace grit_ops {
 namespace {
 
-constexpr int64_t kMinTaskWork = int64_t{1} << 16;  // multiply-adds worth a task
-constexpr int64_t kGradTileRows = 64;               // rows of W decoded per backward step
-
-// x's leading dimensions as one batch dimension (x.numel() / K fails for K = 0).
-int64_t batch_rows(const at::Tensor& t) {
-  int64_t m = 1;
-  for (int64_t d = 0; d + 1 < t.dim(); ++d) m *= t.size(d);
-  return m;
-}
-
-std::vector<int64_t> with_last(c10::IntArrayRef sizes, int64_t last) {
-  std::vector<int64_t> out(sizes.begin(), sizes.end());
-  out.back() = last;
-  return out;
-}
-
-void check_activation(const char* op, const char* name, const at::Tensor& t, int64_t want,
-                      const char* what, c10::IntArrayRef shape) {
-  check_float_arg(op, name, t);
-  TORCH_CHECK_VALUE(t.dim() >= 1, op, ": argument '", name, "' must have at least 1 dimension, found a scalar");
-  TORCH_CHECK_VALUE(t.size(-1) == want, op, ": argument '", name, "' has ", t.size(-1),
-              " features in its last dimension ", shape_str(t.sizes()), ", but the weight of shape ",
-              shape_str(shape), " has ", want, " ", what);
-}
-
 at::Tensor packed_linear_cpu(const at::Tensor& x, const at::Tensor& data, const at::Tensor& scale0,
                              const at::Tensor& scale1, const at::Tensor& aux,
                              c10::string_view grade_text, c10::IntArrayRef shape,
@@ -59,15 +34,7 @@ at::Tensor packed_linear_cpu(const at::Tensor& x, const at::Tensor& data, const 
   const int64_t n = shape[0], k = shape[1];
   check_activation(op, "x", x, k, "in-features (shape[1])", shape);
   const PlaneArgs p = plane_args(op, data, scale0, scale1, aux, *grade, shape, x.device());
-  const bool has_bias = bias.has_value() && bias->defined();
-  if (has_bias) {
-    check_float_arg(op, "bias", *bias);
-    TORCH_CHECK_VALUE(bias->dim() == 1 && bias->size(0) == n, op,
-                ": argument 'bias' must have shape [", n, "] (the weight's out-features), found ",
-                shape_str(bias->sizes()));
-    TORCH_CHECK_VALUE(bias->device() == x.device(), op, ": argument 'bias' must be on ", x.device(),
-                " like x, found ", bias->device());
-  }
+  const bool has_bias = check_bias(op, bias, n, x.device());
 
   const int64_t m = batch_rows(x);
   const at::Tensor x32 = x.reshape({m, k}).to(at::kFloat).contiguous();
@@ -89,7 +56,7 @@ at::Tensor packed_linear_cpu(const at::Tensor& x, const at::Tensor& data, const 
     grit::cpu::make_plan(w, &plan);
     const grit::cpu::KernelTable& kt = grit::cpu::kernels_for(isa);
     const int64_t tile_work = std::max<int64_t>(1, m * k * grit::cpu::kLinearTileRows);
-    const int64_t grain = std::max<int64_t>(1, kMinTaskWork / tile_work);
+    const int64_t grain = std::max<int64_t>(1, kLinearTaskWork / tile_work);
     std::atomic<bool> fallback{false};
     // Each task decodes its own tiles; at most one task per thread, so the
     // sparse cursor scan each reference task starts with stays cheap.
@@ -146,7 +113,7 @@ at::Tensor packed_linear_grad_input_cpu(const at::Tensor& grad_y, const at::Tens
       const grit::Status s = grit::cpu::decode_rows(w, r0, r1, &cursor, rows.data());
       TORCH_CHECK(s.ok(), op, ": ", s.message);
       const int64_t row_work = std::max<int64_t>(1, (r1 - r0) * k);
-      at::parallel_for(0, m, std::max<int64_t>(1, kMinTaskWork / row_work), [&](int64_t b, int64_t e) {
+      at::parallel_for(0, m, std::max<int64_t>(1, kLinearTaskWork / row_work), [&](int64_t b, int64_t e) {
         grit::cpu::grad_input_accumulate(w, gyp, rows.data(), r0, r1, b, e, gxp);
       });
     }

@@ -68,12 +68,6 @@ at::Tensor aligned(const at::Tensor& t) {
   return reinterpret_cast<uintptr_t>(t.const_data_ptr()) % 16 == 0 ? t : t.clone();
 }
 
-std::vector<int64_t> with_last(c10::IntArrayRef sizes, int64_t last) {
-  std::vector<int64_t> out(sizes.begin(), sizes.end());
-  out.back() = last;
-  return out;
-}
-
 std::optional<at::Tensor> cpu_opt(const std::optional<at::Tensor>& t) {
   if (!t.has_value() || !t->defined()) return std::nullopt;
   return t->cpu();
@@ -87,18 +81,8 @@ at::Tensor packed_linear_cuda(const at::Tensor& x, const at::Tensor& data, const
   const auto grade = grade_arg(op, grade_text);
   check_weight_shape(op, *grade, shape);
   const int64_t n = shape[0], k = shape[1];
-  check_float_arg(op, "x", x);
-  TORCH_CHECK_VALUE(x.dim() >= 1 && x.size(-1) == k, op, ": argument 'x' has ", x.dim() ? x.size(-1) : 0,
-                    " features in its last dimension ", shape_str(x.sizes()), ", but the weight of shape ",
-                    shape_str(shape), " has ", k, " in-features (shape[1])");
-  const bool has_bias = bias.has_value() && bias->defined();
-  if (has_bias) {
-    check_float_arg(op, "bias", *bias);
-    TORCH_CHECK_VALUE(bias->dim() == 1 && bias->size(0) == n, op, ": argument 'bias' must have shape [", n,
-                      "] (the weight's out-features), found ", shape_str(bias->sizes()));
-    TORCH_CHECK_VALUE(bias->device() == x.device(), op, ": argument 'bias' must be on ", x.device(),
-                      " like x, found ", bias->device());
-  }
+  check_activation(op, "x", x, k, "in-features (shape[1])", shape);
+  const bool has_bias = check_bias(op, bias, n, x.device());
   const c10::cuda::CUDAGuard guard(x.device());
   const at::Tensor pd = aligned(data), p0 = aligned(scale0), p1 = aligned(scale1), pa = aligned(aux);
   const PlaneArgs p = plane_args(op, pd, p0, p1, pa, *grade, shape, x.device());

@@ -113,4 +113,36 @@ void check_weight_shape(const char* op, const grit::Grade& grade, c10::IntArrayR
               " values along that axis: shape[1] must be a multiple of ", grade.k0);
 }
 
+int64_t batch_rows(const at::Tensor& t) {
+  int64_t m = 1;
+  for (int64_t d = 0; d + 1 < t.dim(); ++d) m *= t.size(d);
+  return m;
+}
+
+std::vector<int64_t> with_last(c10::IntArrayRef sizes, int64_t last) {
+  std::vector<int64_t> out(sizes.begin(), sizes.end());
+  out.back() = last;
+  return out;
+}
+
+void check_activation(const char* op, const char* name, const at::Tensor& t, int64_t want,
+                      const char* what, c10::IntArrayRef shape) {
+  check_float_arg(op, name, t);
+  TORCH_CHECK_VALUE(t.dim() >= 1, op, ": argument '", name,
+                    "' must have at least 1 dimension, found a scalar");
+  TORCH_CHECK_VALUE(t.size(-1) == want, op, ": argument '", name, "' has ", t.size(-1),
+                    " features in its last dimension ", shape_str(t.sizes()),
+                    ", but the weight of shape ", shape_str(shape), " has ", want, " ", what);
+}
+
+bool check_bias(const char* op, const std::optional<at::Tensor>& bias, int64_t n, c10::Device device) {
+  if (!bias.has_value() || !bias->defined()) return false;
+  check_float_arg(op, "bias", *bias);
+  TORCH_CHECK_VALUE(bias->dim() == 1 && bias->size(0) == n, op, ": argument 'bias' must have shape [", n,
+                    "] (the weight's out-features), found ", shape_str(bias->sizes()));
+  TORCH_CHECK_VALUE(bias->device() == device, op, ": argument 'bias' must be on ", device,
+                    " like x, found ", bias->device());
+  return true;
+}
+
 }  // namespace grit_ops

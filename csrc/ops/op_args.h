@@ -11,7 +11,9 @@
 #include <c10/util/string_view.h>
 
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "grit/grit.h"
 
@@ -49,5 +51,26 @@ grit::Descriptor canonical_descriptor(const grit::Grade& grade, size_t rank);
 
 // A [out, in] weight shape, with `in` a multiple of the grade's k0.
 void check_weight_shape(const char* op, const grit::Grade& grade, c10::IntArrayRef shape);
+
+// ---- The packed-linear ops' activations (CPU impls of every grade). ----
+
+// Multiply-adds worth one at::parallel_for task; rows of W decoded per
+// backward step.
+constexpr int64_t kLinearTaskWork = int64_t{1} << 16;
+constexpr int64_t kGradTileRows = 64;
+
+// t's leading dimensions as one batch dimension (numel / K fails for K = 0).
+int64_t batch_rows(const at::Tensor& t);
+
+// `sizes` with its last entry replaced.
+std::vector<int64_t> with_last(c10::IntArrayRef sizes, int64_t last);
+
+// A floating activation of at least 1 dimension whose last has `want`
+// features (`what`: which side of the weight `shape` that is).
+void check_activation(const char* op, const char* name, const at::Tensor& t, int64_t want,
+                      const char* what, c10::IntArrayRef shape);
+
+// An optional floating bias of shape [n] on `device`; whether one is given.
+bool check_bias(const char* op, const std::optional<at::Tensor>& bias, int64_t n, c10::Device device);
 
 }  // namespace grit_ops

@@ -28,6 +28,9 @@
 #endif
 static const float kE2M1[16] = {0, .5f, 1, 1.5f, 2, 3, 4, 6, -0.f, -.5f, -1, -1.5f, -2, -3, -4, -6};
 
+// 16 rows x 16 bytes, transposed: a copy of load_t16_affine in
+// csrc/kernels/cpu/packed_linear_avx512.cpp, kept here so the probe builds
+// alone with the one g++ line above (the kernel's is file-local).
 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl")))
 static inline void load_t16(const uint8_t* p, int64_t stride, __m512i out[4]) {
   __m512i z[4];

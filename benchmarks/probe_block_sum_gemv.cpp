@@ -1,8 +1,10 @@
-// A measurement for issue 4, not torch_grit code: is a different accumulation
-// law worth adopting? MXFP4 GEMV (batch 1, 4096x4096, float32 x) with
+// A measurement for issue 4, not torch_grit code. It decided the accumulation
+// law that csrc/grit/linear_law.h now defines (the shipped kernels follow it;
+// this stays as the standalone lower bound for the batch-1 loop). MXFP4 GEMV
+// (batch 1, 4096x4096, float32 x) with
 // per-block partial sums: P_b = sum of e*x over the block's 32 columns (FMA,
-// four interleaved chains), then acc = fma(S_b, P_b, acc). The current law
-// (each product w*x rounded, added in ascending k, no FMA) costs an S*e
+// four interleaved chains), then acc = fma(S_b, P_b, acc). The earlier law
+// (each product w*x rounded, added in ascending k, no FMA) cost an S*e
 // multiply and a separate add per weight; this one does not. Random codes
 // and scales, `sets` distinct weight copies cycled (8: 71 MB, from DRAM; 1:
 // 8.9 MB, from L3), software prefetch of the next tile (-DPF=0 turns it off).

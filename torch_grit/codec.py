@@ -41,6 +41,20 @@ def decode_planes(grade, planes, numel):
     return np.frombuffer(out, dtype=np.float32).copy()
 
 
+def decode_factors(grade, planes, numel):
+    """The decode factored per k0-group, as packed_linear's law uses it.
+
+    Returns ``(e, S, Z)`` float32 arrays: ``numel`` element values and one
+    scale and offset per group, with ``w = S*e - Z`` wherever the decode is
+    not poisoned or pruned (csrc/grit/decode.h, decode_factors_range).
+    """
+    grade = Grade.parse(grade)
+    e, S, Z, err = _C.decode_factors(grade._native, [_buffer(p) for p in _planes4(planes)], int(numel))
+    if err is not None:
+        _raise(err, grade)
+    return tuple(np.frombuffer(v, dtype=np.float32).copy() for v in (e, S, Z))
+
+
 def decode_bounds(grade, planes, numel):
     """Each element's representable range [lo, hi] under its stored scales.
 

@@ -93,12 +93,13 @@ def packed_linear(x: Tensor, planes: Planes, grade: GradeLike, shape: Sequence[i
     """``y = x @ W.T + bias`` with ``W`` the ``[out, in]`` weight the planes decode to.
 
     ``x`` is ``[..., in]`` of float32, bfloat16 or float16 and ``y`` has
-    ``x``'s dtype. Products and sums are float32, each output element is
-    reduced in one fixed order (on CPU ascending ``in``, every instruction
-    set alike; on CUDA the order csrc/kernels/cuda/packed_linear_cuda.h
-    gives), so results do not depend on the thread count, and the bias is
-    added last. ``W`` is decoded tile by tile, never
-    as a whole. Differentiable in ``x`` and ``bias``.
+    ``x``'s dtype. Sums are float32 and each output element is reduced in one
+    fixed order: on CPU the law of csrc/grit/linear_law.h (per k0-group FMA
+    chains over the element values, the group's scale applied once), every
+    instruction set and batch size alike; on CUDA the order
+    csrc/kernels/cuda/packed_linear_cuda.h gives. Results do not depend on
+    the thread count, and the bias is added last. ``W`` is decoded tile by
+    tile, never as a whole. Differentiable in ``x`` and ``bias``.
 
     ``exact=True`` is the exact integer mode (csrc/grit/exact_linear.h): ``x``
     is packed by :func:`pack_activations` with the grade's block ``k0`` and

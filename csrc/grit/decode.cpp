@@ -68,10 +68,11 @@ namespace {
 // The decode loop. `forced` >= 0 replaces every stored element code (used
 // by decode_bounds); the scale chain, zero points and sparsity are read as
 // stored.
-Status decode_impl(const Grade& g, const Plane planes[4], uint64_t numel, uint64_t begin,
-                   uint64_t end, uint64_t* stored_io, int64_t forced, float* out) {
+// What every ranged decode checks before it reads a byte: the plane
+// lengths (want[] gets them), the range and the sparse cursor.
+Status check_range(const Grade& g, const Plane planes[4], uint64_t numel, uint64_t begin,
+                   uint64_t end, uint64_t stored, uint64_t want[4]) {
   static const char* const kPlaneNames[4] = {"data", "scale0", "scale1", "aux"};
-  uint64_t want[4];
   Status st = grade_plane_bytes(g, numel, want);
   if (!st.ok()) return st;
   for (int i = 0; i < 4; ++i) {
@@ -81,15 +82,6 @@ Status decode_impl(const Grade& g, const Plane planes[4], uint64_t numel, uint64
                                                  std::to_string(want[i]) + " bytes, found " +
                                                  std::to_string(planes[i].size));
   }
-  const int ew = fmt_width(g.elem);
-  const int ecw = g.pad8 && ew <= 8 ? 8 : ew;
-  // Byte-multiple codes are little-endian; po only orders sub-byte codes.
-  const Reader elem{planes[0].data, ecw, g.msb_first && ecw < 8};
-  const Reader s0{planes[1].data, padded(g.scale0), false};
-  const Reader s1{planes[2].data, g.has_l1 ? fmt_width(g.scale1) : 8, false};
-  const Reader zp{planes[3].data, g.has_zp ? padded(g.zp) : 8, false};
-  const uint64_t per = g.zp_l1 ? 2 : 1;
-  const float nan = canonical_nan();
   if (begin > end || end > numel)
     return Status::Fail(Error::kOutOfRange, "decode range [" + std::to_string(begin) + ", " +
                                                 std::to_string(end) + ") is outside [0, " +
@@ -97,9 +89,43 @@ Status decode_impl(const Grade& g, const Plane planes[4], uint64_t numel, uint64
   if (g.has_sp && begin % g.sp_m != 0)
     return Status::Fail(Error::kOutOfRange, "a sparse decode range starts on a multiple of M=" +
                                                 std::to_string(g.sp_m));
-  uint64_t stored = *stored_io;
   if (g.has_sp && stored > want[0])
     return Status::Fail(Error::kOutOfRange, "sparse data cursor past the data plane");
+  return Status::Ok();
+}
+
+Reader elem_reader(const Grade& g, const uint8_t* data) {
+  const int ew = fmt_width(g.elem);
+  const int ecw = g.pad8 && ew <= 8 ? 8 : ew;
+  // Byte-multiple codes are little-endian; po only orders sub-byte codes.
+  return Reader{data, ecw, g.msb_first && ecw < 8};
+}
+
+// The four plane readers of a grade.
+struct Readers {
+  Reader elem, s0, s1, zp;
+  uint64_t per;  // level-1 values per group: 2 under zps=l1 (scale, zero-point scale)
+  Readers(const Grade& g, const Plane planes[4])
+      : elem(elem_reader(g, planes[0].data)),
+        s0{planes[1].data, padded(g.scale0), false},
+        s1{planes[2].data, g.has_l1 ? fmt_width(g.scale1) : 8, false},
+        zp{planes[3].data, g.has_zp ? padded(g.zp) : 8, false},
+        per(g.zp_l1 ? 2 : 1) {}
+};
+
+Status decode_impl(const Grade& g, const Plane planes[4], uint64_t numel, uint64_t begin,
+                   uint64_t end, uint64_t* stored_io, int64_t forced, float* out) {
+  uint64_t want[4];
+  const Status st = check_range(g, planes, numel, begin, end, *stored_io, want);
+  if (!st.ok()) return st;
+  const Readers rd(g, planes);
+  const Reader& elem = rd.elem;
+  const Reader& s0 = rd.s0;
+  const Reader& s1 = rd.s1;
+  const Reader& zp = rd.zp;
+  const uint64_t per = rd.per;
+  const float nan = canonical_nan();
+  uint64_t stored = *stored_io;
 
   uint64_t keep = 0;  // survivor mask of the current quad (M <= 32)
   for (uint64_t i = begin; i < end; ++i) {
@@ -176,6 +202,60 @@ uint32_t extreme_code(fmt_t f, bool top) {
 Status decode_range(const Grade& g, const Plane planes[4], uint64_t numel, uint64_t begin,
                     uint64_t end, uint64_t* stored_io, float* out) {
   return decode_impl(g, planes, numel, begin, end, stored_io, -1, out);
+}
+
+Status decode_factors_range(const Grade& g, const Plane planes[4], uint64_t numel, uint64_t begin,
+                            uint64_t end, uint64_t* stored_io, float* e, float* S, float* Z) {
+  uint64_t want[4];
+  const Status st = check_range(g, planes, numel, begin, end, *stored_io, want);
+  if (!st.ok()) return st;
+  if (begin % g.k0 != 0 || end % g.k0 != 0)
+    return Status::Fail(Error::kOutOfRange, "a factored decode range [" + std::to_string(begin) +
+                                                ", " + std::to_string(end) +
+                                                ") covers whole groups of k0=" + std::to_string(g.k0));
+  const Readers rd(g, planes);
+  const float nan = canonical_nan();
+  uint64_t stored = *stored_io;
+  uint64_t keep = 0;
+  float z = 0.0f;  // the current group's zero point (zps=shared)
+  for (uint64_t i = begin; i < end; ++i) {
+    if (i % g.k0 == 0) {
+      const uint64_t g0 = i / g.k0, slot = (i - begin) / g.k0;
+      float s = fmt_decode(g.scale0, rd.s0.at(g0));
+      uint64_t g1 = 0;
+      if (g.has_l1) {
+        g1 = g.k1 ? g0 / g.k1 : 0;
+        s = fmt_decode(g.scale1, rd.s1.at(rd.per * g1)) * s;
+      }
+      float off = 0.0f;
+      if (g.has_zp) {
+        z = fmt_decode(g.zp, rd.zp.at(g0));
+        if (g.zp_minus1) z = z + 1.0f;
+        if (g.zp_l1) off = fmt_decode(g.scale1, rd.s1.at(rd.per * g1 + 1)) * z;
+      }
+      S[slot] = std::isnan(s) ? nan : s;
+      Z[slot] = std::isnan(off) ? nan : off;
+    }
+    uint32_t code;
+    float* o = e + (i - begin);
+    if (g.has_sp) {
+      const uint64_t q = i / g.sp_m, j = i % g.sp_m;
+      if (j == 0) keep = survivors(g, planes, q);
+      if (!((keep >> j) & 1u)) {
+        *o = 0.0f;
+        continue;
+      }
+      if (stored >= want[0]) return Status::Fail(Error::kOutOfRange, "sparse data cursor past the data plane");
+      code = rd.elem.at(stored++);
+    } else {
+      code = rd.elem.at(i);
+    }
+    float v = fmt_decode(g.elem, code);
+    if (g.has_zp && !g.zp_l1) v = v - z;
+    *o = std::isnan(v) ? nan : v;
+  }
+  *stored_io = stored;
+  return Status::Ok();
 }
 
 Status decode_bounds(const Grade& g, const Plane planes[4], uint64_t numel, float* lo, float* hi) {

@@ -9,5 +9,6 @@
 #include "format.h"
 #include "grade.h"
 #include "int4_groups.h"
+#include "linear_law.h"
 #include "placement.h"
 #include "status.h"

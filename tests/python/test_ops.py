@@ -5,6 +5,7 @@ error messages, and the memory bound of packed_linear."""
 import functools
 import itertools
 import os
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -122,30 +123,86 @@ def test_packed_linear_matches_f_linear(grade, dtype):
         _assert_within_f32_bound(y, x, w, bias, dtype)
 
 
+def _f32_round(fr):
+    """A nonzero exact Fraction rounded to the nearest float32, ties to even."""
+    c = np.float32(float(fr))
+    cands = (np.nextafter(c, np.float32(-np.inf)), c, np.nextafter(c, np.float32(np.inf)))
+    def key(v):
+        even = int(np.array([v], dtype=np.float32).view(np.uint32)[0]) & 1
+        return (abs(Fraction(float(v)) - fr), even)
+    return min(cands, key=key)
+
+
+def _fma32(a, b, c):
+    """fma(a, b, c) in float32 with one rounding, computed exactly."""
+    a, b, c = np.float32(a), np.float32(b), np.float32(c)
+    if not (np.isfinite(a) and np.isfinite(b) and np.isfinite(c)):
+        return np.float32(np.float64(a) * np.float64(b) + np.float64(c))
+    if a == 0 or b == 0:  # c + (+-0): the sum of zeros is -0 only if both are
+        if c != 0:
+            return c
+        neg = (np.signbit(a) != np.signbit(b)) and np.signbit(c)
+        return np.float32(-0.0) if neg else np.float32(0.0)
+    exact = Fraction(float(a)) * Fraction(float(b)) + Fraction(float(c))
+    return np.float32(0.0) if exact == 0 else _f32_round(exact)
+
+
+def _law_oracle(grade, planes, shape, x, bias):
+    """csrc/grit/linear_law.h written again in Python, on the core's factors."""
+    n, k = shape
+    g = torch_grit.Grade.parse(grade)
+    k0 = int(g._native.k0)
+    e, S, Z = torch_grit.codec.decode_factors(grade, planes, n * k)
+    e, S, Z = e.reshape(n, k), S.reshape(n, k // k0), Z.reshape(n, k // k0)
+    offset = grade == "Q4KS"  # the one grade here with zero points after the scale
+    y = np.zeros((x.shape[0], n), dtype=np.float32)
+    for i in range(x.shape[0]):
+        xs = []
+        for gi in range(k // k0):
+            c = [np.float32(0.0)] * 4
+            for t in range(k0):
+                c[t % 4] = np.float32(c[t % 4] + x[i, gi * k0 + t])
+            xs.append(np.float32(np.float32(c[0] + c[1]) + np.float32(c[2] + c[3])))
+        for j in range(n):
+            acc = np.float32(0.0)
+            for gi in range(k // k0):
+                c = [np.float32(0.0)] * 4
+                for t in range(k0):
+                    col = gi * k0 + t
+                    c[t % 4] = _fma32(e[j, col], x[i, col], c[t % 4])
+                P = np.float32(np.float32(c[0] + c[1]) + np.float32(c[2] + c[3]))
+                acc = _fma32(S[j, gi], P, acc)
+                if offset:
+                    acc = _fma32(-Z[j, gi], xs[gi], acc)
+            y[i, j] = acc if bias is None else np.float32(acc + bias[j])
+    return y
+
+
 @pytest.mark.parametrize("grade", GRADES)
 @pytest.mark.parametrize("dtype", (torch.float32, torch.float16))
-def test_reduction_order_is_ascending(grade, dtype):
-    # The contract the fast kernels must match bit for bit: products rounded
-    # to float32, added to +0.0 in ascending k (ascending n for grad_x), bias last.
-    planes = _planes(grade, RAGGED)
-    w = _weight(grade, planes, RAGGED).numpy()
-    x = _rand((3, RAGGED[1]), dtype)
-    bias = _rand((RAGGED[0],), dtype, seed=10)
-    xf, bf = x.float().numpy(), bias.float().numpy()
-    acc = np.zeros((3, RAGGED[0]), dtype=np.float32)
-    for k in range(RAGGED[1]):
-        acc = acc + xf[:, k:k + 1] * w[None, :, k]
-    want = torch.from_numpy(acc + bf).to(dtype)
-    got = ops.packed_linear(x, planes, grade, RAGGED, bias)
-    assert torch.equal(got.view(torch.int16 if dtype != torch.float32 else torch.int32),
-                       want.view(torch.int16 if dtype != torch.float32 else torch.int32))
+def test_packed_linear_follows_the_law_bit_for_bit(grade, dtype):
+    # The law the kernels must match bit for bit (csrc/grit/linear_law.h),
+    # recomputed here with exact FMAs: per k0-group four FMA chains over the
+    # element values, the group's scale (and offset) applied once, bias last.
+    # grad_x keeps its own law: products rounded to float32, added to +0.0 in
+    # ascending n.
+    shape = RAGGED
+    planes = _planes(grade, shape)
+    w = _weight(grade, planes, shape).numpy()
+    x = _rand((3, shape[1]), dtype)
+    bias = _rand((shape[0],), dtype, seed=10)
+    want = torch.from_numpy(_law_oracle(grade, planes, shape, x.float().numpy(),
+                                        bias.float().numpy())).to(dtype)
+    got = ops.packed_linear(x, planes, grade, shape, bias)
+    view = torch.int16 if dtype != torch.float32 else torch.int32
+    assert torch.equal(got.view(view), want.view(view))
 
-    gy = _rand((3, RAGGED[0]), dtype, seed=11)
+    gy = _rand((3, shape[0]), dtype, seed=11)
     gyf = gy.float().numpy()
-    acc = np.zeros((3, RAGGED[1]), dtype=np.float32)
-    for n in range(RAGGED[0]):
+    acc = np.zeros((3, shape[1]), dtype=np.float32)
+    for n in range(shape[0]):
         acc = acc + gyf[:, n:n + 1] * w[None, n, :]
-    got = torch.ops.grit.packed_linear_grad_input(gy, *planes, grade, list(RAGGED))
+    got = torch.ops.grit.packed_linear_grad_input(gy, *planes, grade, list(shape))
     assert torch.equal(got, torch.from_numpy(acc).to(dtype))
 
 

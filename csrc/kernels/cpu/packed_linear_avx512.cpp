@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "kernels/cpu/packed_linear_cpu.h"
 
@@ -43,6 +44,9 @@ inline VF f_bcast(const float* p) { return _mm512_set1_ps(*p); }
 inline VF f_add(VF a, VF b) { return _mm512_add_ps(a, b); }
 inline VF f_sub(VF a, VF b) { return _mm512_sub_ps(a, b); }
 inline VF f_mul(VF a, VF b) { return _mm512_mul_ps(a, b); }
+// a*b + c and c - a*b, one rounding each.
+inline VF f_fma(VF a, VF b, VF c) { return _mm512_fmadd_ps(a, b, c); }
+inline VF f_fnma(VF a, VF b, VF c) { return _mm512_fnmadd_ps(a, b, c); }
 
 inline VI i_set1(int32_t v) { return _mm512_set1_epi32(v); }
 inline VI i_load(const int32_t* p) { return _mm512_loadu_si512(p); }
@@ -132,17 +136,13 @@ inline __attribute__((always_inline)) void load_t16_listed(const uint8_t* base, 
   transpose_lanes(z, out);
 }
 
-// Blocking: 32 zmm registers.
-constexpr int kGemvMaxBatch = 8;
-// One tile at a time: a whole group of tiles adds sixteen more streams per
-// tile for the memory system and spills registers, which costs more than the
-// shorter chains (MXFP4 4096x4096, batch 1, one thread: 1 tile 726 us, 2
-// tiles 885 us, 4 tiles 1160 us). One tile runs at about 2.6 cycles per
-// column, near the floor of the law's five vector operations per column
-// (index shift, vpermps, S*e, x*w, add) on two 512-bit pipes.
-constexpr int kGemvTiles(int /*mb*/) { return 1; }
-constexpr int kGemmBatch = 8;
-constexpr int kGemmTiles = 2;
+// Blocking: 32 zmm registers. Batch 1: one tile at a time (its four
+// chains hide the FMA latency; more tiles in flight add sixteen short
+// streams each for the memory system). Larger batches: 2 tiles x 2 batch
+// rows x 4 chains = 16 accumulating registers over each decoded chunk.
+constexpr int kGemvTiles = 1;
+constexpr int kGemmBatch = 4;
+constexpr int kGemmTiles = 1;
 
 #include "kernels/cpu/packed_linear_simd.inc"
 

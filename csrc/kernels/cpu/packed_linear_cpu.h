@@ -2,21 +2,20 @@
 // once (a dispatch table), every variant bit-identical to the scalar
 // reference kernel (packed_linear_ref.h). Torch-free: raw pointers, sizes.
 //
-// Numerics (the reference's, unchanged): W takes exactly the values the
-// contract's decode defines; y[i, j] adds the binary32 products
-// x[i, k] * W[j, k] to a +0.0 accumulator in ascending k, then adds bias[j].
-// The SIMD variants keep that order by vectorising across 16 output rows
-// (one lane per row of W), never across k, so an output element's value
-// does not depend on the instruction set, the thread count or how the rows
-// are split between threads.
+// Numerics: the law of grit/linear_law.h (per k0-group FMA chains over the
+// element values, the group's scale applied once by FMA, bias last). The
+// SIMD variants keep its order by vectorising across 16 output rows (one
+// lane per row of W), never across k, so an output element's value does
+// not depend on the instruction set, the batch size, the thread count or
+// how the rows are split between threads.
 //
 // Layout of the work: W is cut into tiles of 16 rows (kLinearTileRows). A
 // variant decodes a tile 32 columns at a time from the packed planes into
 // registers ([k][16]: one vector holds column k of the tile's 16 rows) and
-// either feeds the products directly (small batches: GEMV) or stores a
-// chunk of columns in an L1 buffer that a register-blocked micro-kernel
-// reuses for every batch row (larger batches: GEMM). W is never decoded as
-// a whole.
+// either feeds the law's chains directly (batch 1: GEMV) or stores a chunk
+// of columns and their group scales in L1 buffers that a register-blocked
+// micro-kernel reuses for every batch row (larger batches: GEMM). W is
+// never decoded as a whole.
 //
 // The header has no SIMD types: variants live in packed_linear_<isa>.cpp,
 // each compiled for its own target, and are reached through KernelTable.
@@ -24,6 +23,7 @@
 
 #include <cstdint>
 
+#include "grit/linear_law.h"
 #include "kernels/cpu/packed_linear_ref.h"
 
 namespace grit {

@@ -4,10 +4,10 @@
 // on how it does.
 //
 // W is the [n, k] weight the planes decode to (row-major stream order,
-// groups along k). Numerics, for every output element: each product is
-// rounded to binary32, the products are added to a +0.0 accumulator in one
-// fixed order (ascending k for y, ascending n for grad_x), and a bias is
-// added last. W is never materialised: a tile of rows is decoded at a time.
+// groups along k). Numerics: y follows the law of grit/linear_law.h on the
+// core's factored decode (decode_factors_range); grad_x rounds each product
+// grad_y * w to binary32 and adds them to a +0.0 accumulator in ascending n.
+// W is never materialised: a tile of rows is decoded at a time.
 #pragma once
 
 #include <cstdint>

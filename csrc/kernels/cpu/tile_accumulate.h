@@ -1,5 +1,5 @@
-// The accumulation both scalar packed_linear kernels share: the reference
-// (binary32 decoded weights) and INT4G (binary64 decoded weights). Each
+// The scalar accumulation of INT4G (binary64 decoded weights, y and grad_x)
+// and of the reference kernel's grad_x (binary32 decoded weights). Each
 // product x * w is taken in W's precision and rounded to binary32, then
 // added to a +0.0 binary32 accumulator in one fixed order: ascending k for
 // y, ascending n for grad_x; a bias is added last.

@@ -12,7 +12,7 @@
 // units l, l+32, l+64, ... in ascending column order; the 32 lane sums are
 // then combined by the butterfly xor 16, 8, 4, 2, 1; the bias is added
 // last. The result does not depend on the batch size, the grid or the GPU.
-// (It is not the CPU order, ascending k: CPU and CUDA agree within the
+// (It is not the CPU law, grit/linear_law.h: CPU and CUDA agree within the
 // float32 summation bound, not bit for bit.)
 #pragma once
 

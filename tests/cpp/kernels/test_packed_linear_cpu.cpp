@@ -1,9 +1,11 @@
 // The packed_linear CPU kernel variants against the contract core, torch-free:
 // every variant this CPU runs decodes random planes (NaN and infinite scales
 // included) to grit::decode's bits, and its linear_tiles returns the scalar
-// reference kernel's bits.
+// reference kernel's bits (the law of grit/linear_law.h), on encoded and on
+// random planes; a poisoned group makes its output column NaN.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -122,6 +124,60 @@ TEST(PackedLinearCpu, EveryVariantReturnsTheReferenceBits) {
       }
     }
   }
+}
+
+TEST(PackedLinearCpu, RandomPlanesSameBitsAndPoisonedColumnsAreNaN) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal;
+  size_t total_poisoned = 0;
+  for (const Case& c : kCases) {
+    const grit::Grade& g = *grit::reference_grade(c.grade)->grade;
+    const auto planes = random_planes(g, c.n, c.k, 21);
+    const grit::cpu::PackedWeight w = weight(g, planes, c.n, c.k);
+    grit::cpu::LinearPlan plan;
+    grit::cpu::make_plan(w, &plan);
+    // Which rows hold a NaN scale or offset, from the core's factors.
+    const uint64_t numel = static_cast<uint64_t>(c.n * c.k);
+    std::vector<float> e(numel), S(numel / g.k0), Z(numel / g.k0);
+    uint64_t cur = 0;
+    ASSERT_TRUE(grit::decode_factors_range(g, w.planes, numel, 0, numel, &cur, e.data(), S.data(), Z.data()).ok());
+    std::vector<bool> poisoned(static_cast<size_t>(c.n), false);
+    const int64_t groups = c.k / g.k0;
+    size_t npoison = 0;
+    for (int64_t j = 0; j < c.n; ++j) {
+      for (int64_t q = 0; q < groups; ++q)
+        if (std::isnan(S[j * groups + q]) || std::isnan(Z[j * groups + q])) poisoned[j] = true;
+      npoison += poisoned[j];
+    }
+    for (int64_t m : {1, 4}) {
+      std::vector<float> x(static_cast<size_t>(m * c.k));
+      for (auto& v : x) v = normal(rng);
+      std::vector<float> want(static_cast<size_t>(m * c.n));
+      ASSERT_TRUE(grit::cpu::linear_tiles(w, x.data(), m, nullptr, 0, grit::cpu::linear_tile_count(c.n),
+                                          want.data())
+                      .ok());
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < c.n; ++j)
+          if (poisoned[j]) {
+            uint32_t bits;
+            std::memcpy(&bits, &want[i * c.n + j], 4);
+            EXPECT_EQ(bits, 0x7FC00000u) << c.grade << " row " << j;
+          }
+      for (Isa isa : supported()) {
+        std::vector<float> got(want.size(), -1.0f);
+        bool fallback = false;
+        ASSERT_TRUE(grit::cpu::kernels_for(isa)
+                        .linear_tiles(plan, x.data(), m, nullptr, 0, grit::cpu::linear_tile_count(c.n),
+                                      got.data(), &fallback)
+                        .ok());
+        EXPECT_FALSE(fallback);
+        EXPECT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * sizeof(float)))
+            << grit::cpu::isa_name(isa) << " " << c.grade << " m=" << m;
+      }
+    }
+    total_poisoned += npoison;
+  }
+  EXPECT_GT(total_poisoned, 0u);  // random scale bytes do hit NaN codes
 }
 
 }  // namespace

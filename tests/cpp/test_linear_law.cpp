@@ -1,0 +1,193 @@
+// The packed_linear law (grit/linear_law.h) and the factored decode it runs
+// on: the factors compose to the contract's decode bit for bit, and the
+// law's chains, FMAs and NaN rule are the ones the header states.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "grit/grit.h"
+#include "test_util.h"
+
+namespace {
+
+using grit::Error;
+
+// Grades with every decode shape: plain, level-1, zps=l1, sparse, zps=shared
+// (zpc=minus1, pad8, msb), signed elements under a two-level ratio scale.
+const char* const kGrades[] = {
+    "MXFP4", "NVF4", "Q4KS", "I8S24", "MXFP4_RNE", "NVF4_RTZ",
+    "grit1(e=u4,k0=4,s0=binary16,zp=u4,zpc=minus1,esr=affine)",
+    "grit1(e=u4,k0=4,s0=binary16,zp=u4,zpc=minus1,po=msb,ct=pad8,esr=affine)",
+    "grit1(e=u4,k0=2,s0=binary16,zp=u4,esr=affine)",
+    "grit1(e=s4,k0=2,s0=e8m0,k1=0,s1=binary32,esr=ratio)",
+    "grit1(e=e4m3,k0=32,s0=e8m0,esr=exp2floormaxabs)",
+};
+
+grit::Grade grade_of(const char* text) {
+  const grit::ReferenceGrade* r = grit::reference_grade(text);
+  return r != nullptr ? *r->grade : gt::parse_ok(text);
+}
+
+// The smallest element count of the form 2^j * 64 the grade accepts (whole
+// groups, quads and level-1 groups), with its plane sizes.
+uint64_t accepted_numel(const grit::Grade& g, uint64_t bytes[4]) {
+  for (uint64_t n = 512; n <= (1u << 20); n *= 2)
+    if (grit::grade_plane_bytes(g, n, bytes).ok()) return n;
+  ADD_FAILURE() << "no element count accepted by " << g.canonical;
+  return 0;
+}
+
+// Random bytes in every plane (NaN and infinite scales occur); sparse
+// metadata names two distinct positions per quad.
+gt::Planes random_planes(const grit::Grade& g, const uint64_t bytes[4], uint32_t seed) {
+  std::mt19937 rng(seed);
+  gt::Planes pl;
+  for (int i = 0; i < 4; ++i) {
+    pl.p[i].resize(bytes[i]);
+    for (auto& b : pl.p[i]) b = static_cast<uint8_t>(rng());
+  }
+  if (g.has_sp) {
+    for (auto& b : pl.p[3]) {
+      uint8_t v = 0;
+      for (int q = 0; q < 2; ++q) {
+        const uint32_t a = rng() % 4, c = (a + 1 + rng() % 3) % 4;
+        v |= static_cast<uint8_t>((a | (c << 2)) << (4 * q));
+      }
+      b = v;
+    }
+  }
+  return pl;
+}
+
+TEST(LinearLaw, FactorsComposeToTheDecode) {
+  for (const char* text : kGrades) {
+    SCOPED_TRACE(text);
+    const grit::Grade g = grade_of(text);
+    uint64_t bytes[4];
+    const uint64_t n = accepted_numel(g, bytes);
+    for (uint32_t seed = 1; seed <= 3; ++seed) {
+      gt::Planes pl = random_planes(g, bytes, seed);
+      std::vector<float> w(n), e(n), S(n / g.k0), Z(n / g.k0);
+      ASSERT_TRUE(grit::decode(g, pl.planes(), n, w.data()).ok());
+      uint64_t cur = 0;
+      const grit::Status st =
+          grit::decode_factors_range(g, pl.planes(), n, 0, n, &cur, e.data(), S.data(), Z.data());
+      ASSERT_TRUE(st.ok()) << st.message;
+      const bool offset = grit::law_has_offset(g);
+      size_t composed = 0, masked = 0, poisoned = 0;
+      for (uint64_t i = 0; i < n; ++i) {
+        const uint64_t grp = i / g.k0;
+        if (!offset) EXPECT_EQ(gt::raw_bits(Z[grp]), 0u) << i;  // +0.0 without zps=l1
+        const float se = S[grp] * e[i];
+        const float c = offset ? se - Z[grp] : se;
+        if (std::isnan(w[i])) {
+          // The decode is NaN exactly where its factors make it NaN.
+          EXPECT_TRUE(std::isnan(c)) << i;
+          ++poisoned;
+        } else if (gt::raw_bits(c) == gt::raw_bits(w[i])) {
+          ++composed;
+        } else {
+          // A pruned position: +0.0 whatever the scale.
+          EXPECT_TRUE(g.has_sp && gt::raw_bits(e[i]) == 0u && gt::raw_bits(w[i]) == 0u)
+              << i << ": decode " << w[i] << ", S " << S[grp] << " e " << e[i] << " Z " << Z[grp];
+          ++masked;
+        }
+      }
+      EXPECT_GT(composed, n / 4);
+      if (g.has_sp) EXPECT_GT(masked + composed, 0u);
+      (void)poisoned;
+      // Tile by tile (whole groups, the sparse cursor carried) equals whole.
+      const uint64_t step = 2 * std::max<uint64_t>(g.k0, g.has_sp ? g.sp_m : 1);
+      std::vector<float> e2(n), S2(n / g.k0), Z2(n / g.k0);
+      cur = 0;
+      for (uint64_t b = 0; b < n; b += step) {
+        const uint64_t end = std::min(n, b + step);
+        ASSERT_TRUE(grit::decode_factors_range(g, pl.planes(), n, b, end, &cur, e2.data() + b,
+                                               S2.data() + b / g.k0, Z2.data() + b / g.k0)
+                        .ok());
+      }
+      for (uint64_t i = 0; i < n; ++i) EXPECT_EQ(gt::raw_bits(e2[i]), gt::raw_bits(e[i])) << i;
+      for (uint64_t i = 0; i < n / g.k0; ++i) {
+        EXPECT_EQ(gt::raw_bits(S2[i]), gt::raw_bits(S[i])) << i;
+        EXPECT_EQ(gt::raw_bits(Z2[i]), gt::raw_bits(Z[i])) << i;
+      }
+    }
+  }
+}
+
+TEST(LinearLaw, FactoredRangesAreChecked) {
+  const grit::Grade& g = gt::ref("MXFP4");
+  uint64_t bytes[4];
+  const uint64_t n = accepted_numel(g, bytes);
+  gt::Planes pl = random_planes(g, bytes, 9);
+  std::vector<float> e(n), S(n), Z(n);
+  uint64_t cur = 0;
+  const grit::Status split = grit::decode_factors_range(g, pl.planes(), n, 16, 48, &cur, e.data(), S.data(), Z.data());
+  EXPECT_EQ(split.code, Error::kOutOfRange);
+  EXPECT_NE(split.message.find("k0=32"), std::string::npos) << split.message;
+  EXPECT_EQ(grit::decode_factors_range(g, pl.planes(), n, 0, n + 32, &cur, e.data(), S.data(), Z.data()).code,
+            Error::kOutOfRange);
+  pl.p[1].pop_back();  // a short scale plane
+  const grit::Status shortp = grit::decode_factors_range(g, pl.planes(), n, 0, n, &cur, e.data(), S.data(), Z.data());
+  EXPECT_EQ(shortp.code, Error::kBadLength);
+  EXPECT_NE(shortp.message.find("scale0"), std::string::npos) << shortp.message;
+}
+
+TEST(LinearLaw, FourChainsNotAscendingOrder) {
+  // x = [2^24, 1, 1, 1, -2^24, 1, 1, 1], e = 1: ascending float32 addition
+  // loses the first three ones (2^24 + 1 rounds back to 2^24) and gives 3;
+  // chain c = column mod 4 cancels 2^24 in chain 0 and gives 6 (exact).
+  const float x[8] = {16777216.0f, 1, 1, 1, -16777216.0f, 1, 1, 1};
+  const float e[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+  EXPECT_EQ(grit::law_block_dot(e, x, 8), 6.0f);
+  EXPECT_EQ(grit::law_block_sum(x, 8), 6.0f);
+  float asc = 0.0f;
+  for (float v : x) asc = asc + v;
+  EXPECT_EQ(asc, 3.0f);
+}
+
+TEST(LinearLaw, EachProductIsExactInsideItsFma) {
+  // Chain 0 gets fma(1, -1, 0) = -1, then fma(a, a, -1) with a = 1 + 2^-12:
+  // a*a = 1 + 2^-11 + 2^-24 exactly, so the chain holds 2^-11 + 2^-24;
+  // a product rounded first (a tie at 2^-24, to even) would leave 2^-11.
+  const float a = 1.0f + std::ldexp(1.0f, -12);
+  const float e[5] = {1, 0, 0, 0, a}, x[5] = {-1, 0, 0, 0, a};
+  EXPECT_EQ(grit::law_block_dot(e, x, 5), std::ldexp(1.0f, -11) + std::ldexp(1.0f, -24));
+  const float rounded = a * a;
+  EXPECT_EQ(rounded - 1.0f, std::ldexp(1.0f, -11));
+}
+
+TEST(LinearLaw, ScaleOncePerGroupThenTheOffset) {
+  // Two groups of 4: S = 2, 0.25; Z = 0.5, 1; x = 1 everywhere.
+  const float e[8] = {1, 2, 3, 4, 8, 8, 8, 8};
+  const float S[2] = {2.0f, 0.25f}, Z[2] = {0.5f, 1.0f}, x[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+  float xs[2];
+  grit::law_group_sums(x, 8, 4, xs);
+  EXPECT_EQ(xs[0], 4.0f);
+  EXPECT_EQ(xs[1], 4.0f);
+  // Group 0: 2 * 10 - 0.5 * 4 = 18; group 1: 0.25 * 32 - 1 * 4 = 4.
+  EXPECT_EQ(grit::law_dot(e, S, Z, x, xs, 8, 4), 22.0f);
+  EXPECT_EQ(grit::law_dot(e, S, nullptr, x, xs, 8, 4), 28.0f);
+  const float bias = -2.0f;
+  EXPECT_EQ(grit::law_finish(22.0f, &bias), 20.0f);
+}
+
+TEST(LinearLaw, NanAnywhereGivesTheCanonicalNan) {
+  const float e[4] = {1, 2, 3, 4}, x[4] = {1, 1, 1, 1};
+  float xs[1] = {4.0f};
+  const float nan_payload = gt::from_raw(0xFFC01234u);
+  const float S_nan[1] = {nan_payload}, S[1] = {1.0f}, Z_nan[1] = {nan_payload};
+  EXPECT_EQ(gt::raw_bits(grit::law_finish(grit::law_dot(e, S_nan, nullptr, x, xs, 4, 4), nullptr)),
+            0x7FC00000u);
+  EXPECT_EQ(gt::raw_bits(grit::law_finish(grit::law_dot(e, S, Z_nan, x, xs, 4, 4), nullptr)), 0x7FC00000u);
+  const float xn[4] = {1, nan_payload, 1, 1};
+  EXPECT_EQ(gt::raw_bits(grit::law_finish(grit::law_dot(e, S, nullptr, xn, xs, 4, 4), nullptr)),
+            0x7FC00000u);
+  // An infinite activation against a zero element is NaN too (0 * inf).
+  const float ez[4] = {0, 2, 3, 4}, xi[4] = {INFINITY, 1, 1, 1};
+  EXPECT_TRUE(std::isnan(grit::law_dot(ez, S, nullptr, xi, xs, 4, 4)));
+}
+
+}  // namespace

@@ -6,7 +6,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <memory>
 #include <string>
+#include <unordered_map>
 
 #include "grit/bits.h"
 #include "kernels/cpu/packed_linear_cpu.h"
@@ -257,12 +259,41 @@ void make_grade_tables(const Grade& g, LinearPlan* p) {
   }
 }
 
-void make_plan(const PackedWeight& w, LinearPlan* p) {
+namespace {
+
+// make_grade_tables once per grade (keyed by its canonical string; they
+// depend on the grade alone): 1-3 us a call saved on every packed_linear.
+// Past kMaxGrades distinct grades the tables are built per call.
+constexpr size_t kMaxGrades = 256;
+
+void cached_grade_tables(const Grade& g, LinearPlan* p) {
+  static std::mutex mu;
+  static std::unordered_map<std::string, std::unique_ptr<const LinearPlan>> cache;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = cache.find(g.canonical);
+    if (it != cache.end()) {
+      *p = *it->second;
+      return;
+    }
+  }
   *p = LinearPlan{};
-  p->w = w;
-  const Grade& g = *w.grade;
-  if (w.n <= 0 || w.k <= 0) return;
   make_grade_tables(g, p);
+  std::lock_guard<std::mutex> lock(mu);
+  if (cache.size() < kMaxGrades) cache.emplace(g.canonical, std::make_unique<const LinearPlan>(*p));
+}
+
+}  // namespace
+
+void make_plan(const PackedWeight& w, LinearPlan* p) {
+  const Grade& g = *w.grade;
+  if (w.n <= 0 || w.k <= 0) {
+    *p = LinearPlan{};
+    p->w = w;
+    return;
+  }
+  cached_grade_tables(g, p);
+  p->w = w;
   if (p->kind == FastKind::kNibble && g.has_l1) {
     // A per-tensor level-1 scale: S = s1 * s0 (outermost first, one
     // rounding), the same product for every group that shares a code.

@@ -42,17 +42,18 @@ def decode_planes(grade, planes, numel):
 
 
 def decode_factors(grade, planes, numel):
-    """The decode factored per k0-group, as packed_linear's law uses it.
+    """The decode as packed_linear's law takes it, per k0-group.
 
-    Returns ``(e, S, Z)`` float32 arrays: ``numel`` element values and one
-    scale and offset per group, with ``w = S*e - Z`` wherever the decode is
-    not poisoned or pruned (csrc/grit/decode.h, decode_factors_range).
+    Returns ``(e, S)`` float32 arrays: ``numel`` element values and one scale
+    per group, with ``float32(S*e)`` equal to the decode's value (a group the
+    law cannot factor exactly has ``e`` = the decoded weights and ``S`` = 1;
+    csrc/grit/decode.h, decode_factors_range).
     """
     grade = Grade.parse(grade)
-    e, S, Z, err = _C.decode_factors(grade._native, [_buffer(p) for p in _planes4(planes)], int(numel))
+    e, S, err = _C.decode_factors(grade._native, [_buffer(p) for p in _planes4(planes)], int(numel))
     if err is not None:
         _raise(err, grade)
-    return tuple(np.frombuffer(v, dtype=np.float32).copy() for v in (e, S, Z))
+    return tuple(np.frombuffer(v, dtype=np.float32).copy() for v in (e, S))
 
 
 def decode_bounds(grade, planes, numel):

@@ -6,6 +6,7 @@
 
 #include "bits.h"
 #include "check.h"
+#include "linear_law.h"
 
 namespace grit {
 
@@ -113,71 +114,109 @@ struct Readers {
         per(g.zp_l1 ? 2 : 1) {}
 };
 
+// S of group g0: scale0, times the level-1 scale (outermost first, one
+// rounding) when there is one; *g1 gets the level-1 group.
+float group_scale(const Grade& g, const Readers& rd, uint64_t g0, uint64_t* g1) {
+  float S = fmt_decode(g.scale0, rd.s0.at(g0));
+  *g1 = 0;
+  if (g.has_l1) {
+    *g1 = g.k1 ? g0 / g.k1 : 0;
+    S = fmt_decode(g.scale1, rd.s1.at(rd.per * *g1)) * S;
+  }
+  return S;
+}
+
+// The zero point z of group g0 (+1 under zpc=minus1).
+float group_zero(const Grade& g, const Readers& rd, uint64_t g0) {
+  float z = fmt_decode(g.zp, rd.zp.at(g0));
+  if (g.zp_minus1) z = z + 1.0f;
+  return z;
+}
+
+// Z of level-1 group g1 under zps=l1: its zero-point scale times z.
+float group_offset(const Grade& g, const Readers& rd, uint64_t g1, float z) {
+  return fmt_decode(g.scale1, rd.s1.at(rd.per * g1 + 1)) * z;
+}
+
+// The decoded value of an element kept by the sparsity law: poison (NaN S),
+// then the zero-point law, one binary32 rounding per step, NaN canonical.
+float element_value(const Grade& g, const Readers& rd, uint64_t g0, uint64_t g1, float S,
+                    uint32_t code) {
+  const float nan = canonical_nan();
+  if (std::isnan(S)) return nan;
+  const float e = fmt_decode(g.elem, code);
+  float x;
+  if (g.has_zp) {
+    const float z = group_zero(g, rd, g0);
+    if (g.zp_l1) {
+      const float Z = group_offset(g, rd, g1, z);
+      if (std::isnan(Z)) return nan;
+      const float se = S * e;
+      x = se - Z;
+    } else {
+      const float ez = e - z;
+      x = S * ez;
+    }
+  } else {
+    x = S * e;
+  }
+  return std::isnan(x) ? nan : x;
+}
+
+// The element codes in stream order. For sparse grades it walks the data
+// cursor and reports the positions a quad prunes (+0.0 under the sparsity
+// law, before any scale is read).
+struct CodeWalk {
+  const Grade& g;
+  const Plane* planes;
+  const Reader& elem;
+  uint64_t data_len;
+  uint64_t stored;     // the sparse data cursor
+  uint64_t keep = 0;   // survivor mask of the current quad (M <= 32)
+  // kKept (and *code), kPruned, or kPastEnd when the cursor would run past
+  // the data plane.
+  enum Step { kKept, kPruned, kPastEnd };
+  Step next(uint64_t i, uint32_t* code) {
+    if (!g.has_sp) {
+      *code = elem.at(i);
+      return kKept;
+    }
+    const uint64_t q = i / g.sp_m, j = i % g.sp_m;
+    if (j == 0) keep = survivors(g, planes, q);
+    if (!((keep >> j) & 1u)) return kPruned;
+    if (stored >= data_len) return kPastEnd;
+    *code = elem.at(stored++);
+    return kKept;
+  }
+  static Status past_end() {
+    return Status::Fail(Error::kOutOfRange, "sparse data cursor past the data plane");
+  }
+};
+
 Status decode_impl(const Grade& g, const Plane planes[4], uint64_t numel, uint64_t begin,
                    uint64_t end, uint64_t* stored_io, int64_t forced, float* out) {
   uint64_t want[4];
   const Status st = check_range(g, planes, numel, begin, end, *stored_io, want);
   if (!st.ok()) return st;
   const Readers rd(g, planes);
-  const Reader& elem = rd.elem;
-  const Reader& s0 = rd.s0;
-  const Reader& s1 = rd.s1;
-  const Reader& zp = rd.zp;
-  const uint64_t per = rd.per;
-  const float nan = canonical_nan();
-  uint64_t stored = *stored_io;
+  CodeWalk codes{g, planes, rd.elem, want[0], *stored_io};
 
-  uint64_t keep = 0;  // survivor mask of the current quad (M <= 32)
   for (uint64_t i = begin; i < end; ++i) {
-    uint32_t code;
+    uint32_t code = 0;
     float* o = out + (i - begin);
-    if (g.has_sp) {
-      const uint64_t q = i / g.sp_m, j = i % g.sp_m;
-      if (j == 0) keep = survivors(g, planes, q);
-      if (!((keep >> j) & 1u)) {
-        *o = 0.0f;  // sparsity law: +0.0, before any scale is read
-        continue;
-      }
-      if (stored >= want[0]) return Status::Fail(Error::kOutOfRange, "sparse data cursor past the data plane");
-      code = elem.at(stored++);
-    } else {
-      code = elem.at(i);
+    const CodeWalk::Step step = codes.next(i, &code);
+    if (step == CodeWalk::kPastEnd) return CodeWalk::past_end();
+    if (step == CodeWalk::kPruned) {
+      *o = 0.0f;  // sparsity law: +0.0, before any scale is read
+      continue;
     }
     if (forced >= 0) code = static_cast<uint32_t>(forced);
     const uint64_t g0 = i / g.k0;
-    float S = fmt_decode(g.scale0, s0.at(g0));
-    uint64_t g1 = 0;
-    if (g.has_l1) {
-      g1 = g.k1 ? g0 / g.k1 : 0;
-      S = fmt_decode(g.scale1, s1.at(per * g1)) * S;
-    }
-    if (std::isnan(S)) {
-      *o = nan;
-      continue;
-    }
-    const float e = fmt_decode(g.elem, code);
-    float x;
-    if (g.has_zp) {
-      float z = fmt_decode(g.zp, zp.at(g0));
-      if (g.zp_minus1) z = z + 1.0f;
-      if (g.zp_l1) {
-        const float Z = fmt_decode(g.scale1, s1.at(per * g1 + 1)) * z;
-        if (std::isnan(Z)) {
-          *o = nan;
-          continue;
-        }
-        const float se = S * e;
-        x = se - Z;
-      } else {
-        const float ez = e - z;
-        x = S * ez;
-      }
-    } else {
-      x = S * e;
-    }
-    *o = std::isnan(x) ? nan : x;
+    uint64_t g1;
+    const float S = group_scale(g, rd, g0, &g1);
+    *o = element_value(g, rd, g0, g1, S, code);
   }
-  *stored_io = stored;
+  *stored_io = codes.stored;
   return Status::Ok();
 }
 
@@ -205,7 +244,7 @@ Status decode_range(const Grade& g, const Plane planes[4], uint64_t numel, uint6
 }
 
 Status decode_factors_range(const Grade& g, const Plane planes[4], uint64_t numel, uint64_t begin,
-                            uint64_t end, uint64_t* stored_io, float* e, float* S, float* Z) {
+                            uint64_t end, uint64_t* stored_io, float* e, float* S) {
   uint64_t want[4];
   const Status st = check_range(g, planes, numel, begin, end, *stored_io, want);
   if (!st.ok()) return st;
@@ -214,47 +253,35 @@ Status decode_factors_range(const Grade& g, const Plane planes[4], uint64_t nume
                                                 ", " + std::to_string(end) +
                                                 ") covers whole groups of k0=" + std::to_string(g.k0));
   const Readers rd(g, planes);
-  const float nan = canonical_nan();
-  uint64_t stored = *stored_io;
-  uint64_t keep = 0;
-  float z = 0.0f;  // the current group's zero point (zps=shared)
+  float maxabs = 0.0f;
+  const bool factors = law_factors_grade(g, &maxabs);
+  CodeWalk codes{g, planes, rd.elem, want[0], *stored_io};
+  bool factored = false;
+  float s = 1.0f;
+  uint64_t g1 = 0;
   for (uint64_t i = begin; i < end; ++i) {
+    const uint64_t g0 = i / g.k0;
     if (i % g.k0 == 0) {
-      const uint64_t g0 = i / g.k0, slot = (i - begin) / g.k0;
-      float s = fmt_decode(g.scale0, rd.s0.at(g0));
-      uint64_t g1 = 0;
-      if (g.has_l1) {
-        g1 = g.k1 ? g0 / g.k1 : 0;
-        s = fmt_decode(g.scale1, rd.s1.at(rd.per * g1)) * s;
-      }
-      float off = 0.0f;
-      if (g.has_zp) {
-        z = fmt_decode(g.zp, rd.zp.at(g0));
-        if (g.zp_minus1) z = z + 1.0f;
-        if (g.zp_l1) off = fmt_decode(g.scale1, rd.s1.at(rd.per * g1 + 1)) * z;
-      }
-      S[slot] = std::isnan(s) ? nan : s;
-      Z[slot] = std::isnan(off) ? nan : off;
+      s = group_scale(g, rd, g0, &g1);
+      factored = factors && law_group_factored(s, maxabs);
+      S[(i - begin) / g.k0] = factored ? s : 1.0f;
     }
-    uint32_t code;
+    uint32_t code = 0;
     float* o = e + (i - begin);
-    if (g.has_sp) {
-      const uint64_t q = i / g.sp_m, j = i % g.sp_m;
-      if (j == 0) keep = survivors(g, planes, q);
-      if (!((keep >> j) & 1u)) {
-        *o = 0.0f;
-        continue;
-      }
-      if (stored >= want[0]) return Status::Fail(Error::kOutOfRange, "sparse data cursor past the data plane");
-      code = rd.elem.at(stored++);
-    } else {
-      code = rd.elem.at(i);
+    const CodeWalk::Step step = codes.next(i, &code);
+    if (step == CodeWalk::kPastEnd) return CodeWalk::past_end();
+    if (step == CodeWalk::kPruned) {
+      *o = 0.0f;
+      continue;
     }
-    float v = fmt_decode(g.elem, code);
-    if (g.has_zp && !g.zp_l1) v = v - z;
-    *o = std::isnan(v) ? nan : v;
+    if (factored) {
+      const float v = fmt_decode(g.elem, code);
+      *o = std::isnan(v) ? canonical_nan() : v;
+    } else {
+      *o = element_value(g, rd, g0, g1, s, code);
+    }
   }
-  *stored_io = stored;
+  *stored_io = codes.stored;
   return Status::Ok();
 }
 

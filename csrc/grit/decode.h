@@ -51,16 +51,15 @@ Status decode_range(const Grade& g, const Plane planes[4], uint64_t numel, uint6
 // positions give [0, 0]; a NaN scale gives NaN.
 Status decode_bounds(const Grade& g, const Plane planes[4], uint64_t numel, float* lo, float* hi);
 
-// The same elements factored per k0-group for the packed_linear law
-// (linear_law.h): element i of group g decodes to w = S[g]*e[i] - Z[g] when
-// S and Z are finite, where
-//   e = the element's value (f32(e - z) under zps=shared; +0.0 at a pruned
-//       sparse position), S = the group's scale (level 1 applied; NaN when
-//       poisoned), Z = f32(scale1 * z) under zps=l1, else +0.0.
+// The same elements as the packed_linear law takes them (linear_law.h),
+// per k0-group: factored (e = the element's value, S = the group's scale,
+// S*e exact and equal to the decode) where the grade and the group allow
+// it, else e = the decoded weight and S = 1. Either way f32(S*e) is the
+// decode's value, bit for bit (a pruned sparse position is e = +0.0).
 // [begin, end) must be whole groups (and whole quads); e gets end - begin
-// values, S and Z one per group. Same checks and cursor as decode_range().
+// values, S one per group. Same checks and cursor as decode_range().
 Status decode_factors_range(const Grade& g, const Plane planes[4], uint64_t numel, uint64_t begin,
-                            uint64_t end, uint64_t* stored, float* e, float* S, float* Z);
+                            uint64_t end, uint64_t* stored, float* e, float* S);
 
 // The data-plane cursor of a sparse grade at a quad-aligned stream index.
 uint64_t sparse_cursor(const Grade& g, const Plane planes[4], uint64_t index);

@@ -250,16 +250,16 @@ void bind_contract(py::module_& m) {
     grit::Plane p[4];
     for (int i = 0; i < 4; ++i) p[i] = args[i].plane;
     const uint64_t groups = g.k0 ? numel / g.k0 : 0;
-    std::string e(numel * sizeof(float), '\0'), S(groups * sizeof(float), '\0'), Z(groups * sizeof(float), '\0');
+    std::string e(numel * sizeof(float), '\0'), S(groups * sizeof(float), '\0');
     grit::Status s;
     {
       py::gil_scoped_release nogil;
       uint64_t cursor = 0;
       s = grit::decode_factors_range(g, p, numel, 0, numel, &cursor, reinterpret_cast<float*>(&e[0]),
-                                     reinterpret_cast<float*>(&S[0]), reinterpret_cast<float*>(&Z[0]));
+                                     reinterpret_cast<float*>(&S[0]));
     }
-    if (!s.ok()) return py::make_tuple(py::none(), py::none(), py::none(), status_tuple(s));
-    return py::make_tuple(py::bytes(e), py::bytes(S), py::bytes(Z), py::none());
+    if (!s.ok()) return py::make_tuple(py::none(), py::none(), status_tuple(s));
+    return py::make_tuple(py::bytes(e), py::bytes(S), py::none());
   });
   m.def("encode", [](const grit::Grade& g, py::buffer values) -> py::tuple {
     py::buffer_info info = values.request();

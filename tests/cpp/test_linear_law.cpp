@@ -1,6 +1,7 @@
 // The packed_linear law (grit/linear_law.h) and the factored decode it runs
-// on: the factors compose to the contract's decode bit for bit, and the
-// law's chains, FMAs and NaN rule are the ones the header states.
+// on: the factors compose to the contract's decode value for value, only
+// where the grade and group allow it, and the law's chains, FMAs and NaN
+// rule are the ones the header states.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -65,56 +66,71 @@ TEST(LinearLaw, FactorsComposeToTheDecode) {
   for (const char* text : kGrades) {
     SCOPED_TRACE(text);
     const grit::Grade g = grade_of(text);
+    float maxabs;
+    const bool factors = grit::law_factors_grade(g, &maxabs);
     uint64_t bytes[4];
     const uint64_t n = accepted_numel(g, bytes);
     for (uint32_t seed = 1; seed <= 3; ++seed) {
       gt::Planes pl = random_planes(g, bytes, seed);
-      std::vector<float> w(n), e(n), S(n / g.k0), Z(n / g.k0);
+      std::vector<float> w(n), e(n), S(n / g.k0);
       ASSERT_TRUE(grit::decode(g, pl.planes(), n, w.data()).ok());
       uint64_t cur = 0;
-      const grit::Status st =
-          grit::decode_factors_range(g, pl.planes(), n, 0, n, &cur, e.data(), S.data(), Z.data());
+      const grit::Status st = grit::decode_factors_range(g, pl.planes(), n, 0, n, &cur, e.data(), S.data());
       ASSERT_TRUE(st.ok()) << st.message;
-      const bool offset = grit::law_has_offset(g);
-      size_t composed = 0, masked = 0, poisoned = 0;
-      for (uint64_t i = 0; i < n; ++i) {
-        const uint64_t grp = i / g.k0;
-        if (!offset) EXPECT_EQ(gt::raw_bits(Z[grp]), 0u) << i;  // +0.0 without zps=l1
-        const float se = S[grp] * e[i];
-        const float c = offset ? se - Z[grp] : se;
-        if (std::isnan(w[i])) {
-          // The decode is NaN exactly where its factors make it NaN.
-          EXPECT_TRUE(std::isnan(c)) << i;
-          ++poisoned;
-        } else if (gt::raw_bits(c) == gt::raw_bits(w[i])) {
-          ++composed;
-        } else {
-          // A pruned position: +0.0 whatever the scale.
-          EXPECT_TRUE(g.has_sp && gt::raw_bits(e[i]) == 0u && gt::raw_bits(w[i]) == 0u)
-              << i << ": decode " << w[i] << ", S " << S[grp] << " e " << e[i] << " Z " << Z[grp];
-          ++masked;
+      size_t factored = 0;
+      for (uint64_t grp = 0; grp < n / g.k0; ++grp) {
+        if (gt::raw_bits(S[grp]) != gt::raw_bits(1.0f)) {
+          EXPECT_TRUE(factors) << "group " << grp << " factored under a grade the law does not factor";
+          EXPECT_TRUE(grit::law_group_factored(S[grp], maxabs)) << grp;
+          ++factored;
         }
       }
-      EXPECT_GT(composed, n / 4);
-      if (g.has_sp) EXPECT_GT(masked + composed, 0u);
-      (void)poisoned;
+      if (factors) EXPECT_GT(factored, 0u);
+      // Whatever the form, f32(S*e) is the decode's value (NaN where it is NaN).
+      for (uint64_t i = 0; i < n; ++i) {
+        const float c = S[i / g.k0] * e[i];
+        if (std::isnan(w[i]))
+          EXPECT_TRUE(std::isnan(c)) << i;
+        else
+          EXPECT_EQ(c, w[i]) << i << ": S " << S[i / g.k0] << " e " << e[i];
+      }
       // Tile by tile (whole groups, the sparse cursor carried) equals whole.
       const uint64_t step = 2 * std::max<uint64_t>(g.k0, g.has_sp ? g.sp_m : 1);
-      std::vector<float> e2(n), S2(n / g.k0), Z2(n / g.k0);
+      std::vector<float> e2(n), S2(n / g.k0);
       cur = 0;
       for (uint64_t b = 0; b < n; b += step) {
         const uint64_t end = std::min(n, b + step);
-        ASSERT_TRUE(grit::decode_factors_range(g, pl.planes(), n, b, end, &cur, e2.data() + b,
-                                               S2.data() + b / g.k0, Z2.data() + b / g.k0)
-                        .ok());
+        ASSERT_TRUE(
+            grit::decode_factors_range(g, pl.planes(), n, b, end, &cur, e2.data() + b, S2.data() + b / g.k0)
+                .ok());
       }
       for (uint64_t i = 0; i < n; ++i) EXPECT_EQ(gt::raw_bits(e2[i]), gt::raw_bits(e[i])) << i;
-      for (uint64_t i = 0; i < n / g.k0; ++i) {
-        EXPECT_EQ(gt::raw_bits(S2[i]), gt::raw_bits(S[i])) << i;
-        EXPECT_EQ(gt::raw_bits(Z2[i]), gt::raw_bits(Z[i])) << i;
-      }
+      for (uint64_t i = 0; i < n / g.k0; ++i) EXPECT_EQ(gt::raw_bits(S2[i]), gt::raw_bits(S[i])) << i;
     }
   }
+}
+
+TEST(LinearLaw, WhichGradesAndGroupsFactor) {
+  float maxabs;
+  EXPECT_TRUE(grit::law_factors_grade(gt::ref("MXFP4"), &maxabs));
+  EXPECT_EQ(maxabs, 6.0f);
+  EXPECT_TRUE(grit::law_factors_grade(gt::ref("I8S24"), &maxabs));
+  EXPECT_EQ(maxabs, 128.0f);
+  EXPECT_FALSE(grit::law_factors_grade(gt::ref("NVF4"), &maxabs));  // level-1 scale: S*e rounds
+  EXPECT_FALSE(grit::law_factors_grade(gt::ref("Q4KS"), &maxabs));  // zero points
+  EXPECT_TRUE(grit::law_factors_grade(gt::parse_ok("grit1(e=e4m3,k0=32,s0=e8m0,esr=exp2floormaxabs)"), &maxabs));
+  EXPECT_EQ(maxabs, 448.0f);
+  // A group whose S * max|e| overflows is not factored: MXFP4 scale 2^127.
+  const grit::Grade& g = gt::ref("MXFP4");
+  gt::Planes pl(std::vector<uint8_t>(32, 0x77), std::vector<uint8_t>{127, 254}, {}, {});  // e = 6, scales 1, 2^127
+  std::vector<float> e(64), S(2), w(64);
+  uint64_t cur = 0;
+  ASSERT_TRUE(grit::decode_factors_range(g, pl.planes(), 64, 0, 64, &cur, e.data(), S.data()).ok());
+  ASSERT_TRUE(grit::decode(g, pl.planes(), 64, w.data()).ok());
+  EXPECT_EQ(S[0], 1.0f);  // 2^0: factored, and its scale is 1 itself
+  EXPECT_EQ(e[0], 6.0f);
+  EXPECT_EQ(S[1], 1.0f);  // unfactored: e is the decoded weight, infinite
+  EXPECT_TRUE(std::isinf(e[32]) && std::isinf(w[32]));
 }
 
 TEST(LinearLaw, FactoredRangesAreChecked) {
@@ -122,15 +138,15 @@ TEST(LinearLaw, FactoredRangesAreChecked) {
   uint64_t bytes[4];
   const uint64_t n = accepted_numel(g, bytes);
   gt::Planes pl = random_planes(g, bytes, 9);
-  std::vector<float> e(n), S(n), Z(n);
+  std::vector<float> e(n), S(n);
   uint64_t cur = 0;
-  const grit::Status split = grit::decode_factors_range(g, pl.planes(), n, 16, 48, &cur, e.data(), S.data(), Z.data());
+  const grit::Status split = grit::decode_factors_range(g, pl.planes(), n, 16, 48, &cur, e.data(), S.data());
   EXPECT_EQ(split.code, Error::kOutOfRange);
   EXPECT_NE(split.message.find("k0=32"), std::string::npos) << split.message;
-  EXPECT_EQ(grit::decode_factors_range(g, pl.planes(), n, 0, n + 32, &cur, e.data(), S.data(), Z.data()).code,
+  EXPECT_EQ(grit::decode_factors_range(g, pl.planes(), n, 0, n + 32, &cur, e.data(), S.data()).code,
             Error::kOutOfRange);
   pl.p[1].pop_back();  // a short scale plane
-  const grit::Status shortp = grit::decode_factors_range(g, pl.planes(), n, 0, n, &cur, e.data(), S.data(), Z.data());
+  const grit::Status shortp = grit::decode_factors_range(g, pl.planes(), n, 0, n, &cur, e.data(), S.data());
   EXPECT_EQ(shortp.code, Error::kBadLength);
   EXPECT_NE(shortp.message.find("scale0"), std::string::npos) << shortp.message;
 }
@@ -142,7 +158,6 @@ TEST(LinearLaw, FourChainsNotAscendingOrder) {
   const float x[8] = {16777216.0f, 1, 1, 1, -16777216.0f, 1, 1, 1};
   const float e[8] = {1, 1, 1, 1, 1, 1, 1, 1};
   EXPECT_EQ(grit::law_block_dot(e, x, 8), 6.0f);
-  EXPECT_EQ(grit::law_block_sum(x, 8), 6.0f);
   float asc = 0.0f;
   for (float v : x) asc = asc + v;
   EXPECT_EQ(asc, 3.0f);
@@ -159,35 +174,27 @@ TEST(LinearLaw, EachProductIsExactInsideItsFma) {
   EXPECT_EQ(rounded - 1.0f, std::ldexp(1.0f, -11));
 }
 
-TEST(LinearLaw, ScaleOncePerGroupThenTheOffset) {
-  // Two groups of 4: S = 2, 0.25; Z = 0.5, 1; x = 1 everywhere.
+TEST(LinearLaw, ScaleOncePerGroup) {
+  // Two groups of 4: S = 2, 0.25; x = 1 everywhere: 2 * 10 + 0.25 * 32 = 28.
   const float e[8] = {1, 2, 3, 4, 8, 8, 8, 8};
-  const float S[2] = {2.0f, 0.25f}, Z[2] = {0.5f, 1.0f}, x[8] = {1, 1, 1, 1, 1, 1, 1, 1};
-  float xs[2];
-  grit::law_group_sums(x, 8, 4, xs);
-  EXPECT_EQ(xs[0], 4.0f);
-  EXPECT_EQ(xs[1], 4.0f);
-  // Group 0: 2 * 10 - 0.5 * 4 = 18; group 1: 0.25 * 32 - 1 * 4 = 4.
-  EXPECT_EQ(grit::law_dot(e, S, Z, x, xs, 8, 4), 22.0f);
-  EXPECT_EQ(grit::law_dot(e, S, nullptr, x, xs, 8, 4), 28.0f);
+  const float S[2] = {2.0f, 0.25f}, x[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+  EXPECT_EQ(grit::law_dot(e, S, x, 8, 4), 28.0f);
   const float bias = -2.0f;
-  EXPECT_EQ(grit::law_finish(22.0f, &bias), 20.0f);
+  EXPECT_EQ(grit::law_finish(28.0f, &bias), 26.0f);
 }
 
 TEST(LinearLaw, NanAnywhereGivesTheCanonicalNan) {
   const float e[4] = {1, 2, 3, 4}, x[4] = {1, 1, 1, 1};
-  float xs[1] = {4.0f};
   const float nan_payload = gt::from_raw(0xFFC01234u);
-  const float S_nan[1] = {nan_payload}, S[1] = {1.0f}, Z_nan[1] = {nan_payload};
-  EXPECT_EQ(gt::raw_bits(grit::law_finish(grit::law_dot(e, S_nan, nullptr, x, xs, 4, 4), nullptr)),
-            0x7FC00000u);
-  EXPECT_EQ(gt::raw_bits(grit::law_finish(grit::law_dot(e, S, Z_nan, x, xs, 4, 4), nullptr)), 0x7FC00000u);
+  const float S_nan[1] = {nan_payload}, S[1] = {1.0f};
+  EXPECT_EQ(gt::raw_bits(grit::law_finish(grit::law_dot(e, S_nan, x, 4, 4), nullptr)), 0x7FC00000u);
+  const float en[4] = {1, nan_payload, 3, 4};
+  EXPECT_EQ(gt::raw_bits(grit::law_finish(grit::law_dot(en, S, x, 4, 4), nullptr)), 0x7FC00000u);
   const float xn[4] = {1, nan_payload, 1, 1};
-  EXPECT_EQ(gt::raw_bits(grit::law_finish(grit::law_dot(e, S, nullptr, xn, xs, 4, 4), nullptr)),
-            0x7FC00000u);
+  EXPECT_EQ(gt::raw_bits(grit::law_finish(grit::law_dot(e, S, xn, 4, 4), nullptr)), 0x7FC00000u);
   // An infinite activation against a zero element is NaN too (0 * inf).
   const float ez[4] = {0, 2, 3, 4}, xi[4] = {INFINITY, 1, 1, 1};
-  EXPECT_TRUE(std::isnan(grit::law_dot(ez, S, nullptr, xi, xs, 4, 4)));
+  EXPECT_TRUE(std::isnan(grit::law_dot(ez, S, xi, 4, 4)));
 }
 
 }  // namespace

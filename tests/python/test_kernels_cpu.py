@@ -42,13 +42,13 @@ SHAPES["NVF4_RTZ"] = SHAPES["NVF4"]
 X_BATCHES = ((1,), (3, 5), (8,), (9,), (33,))
 
 # Tolerance per grade, against F.linear in float64 on the decoded weight.
-# Each product e*x is exact inside its FMA, so what remains is the float32
-# summation: the recursive-summation bound gamma_k * sum|x| (|S e| + |Z|)
-# (_law_magnitude), plus one rounding to a bf16/f16 output.
+# The law uses the decoded weights' exact values (S*e = w where a group
+# factors) and each product is exact inside its FMA, so what remains is the
+# float32 summation: the recursive-summation bound gamma_k * sum|x||w|, the
+# same for every grade, plus one rounding to a bf16/f16 output.
 F32_U = 2.0 ** -24
 OUT_U = {torch.float32: 0.0, torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11}
-TOLERANCE = {g: "float32 summation bound on |x| |w|" for g in GRADES}
-TOLERANCE["Q4KS"] = "float32 summation bound on |x| (|S e| + |Z|) (zero points after the scale)"
+TOLERANCE = {g: "float32 summation bound (the decoded weights' exact values)" for g in GRADES}
 
 
 @pytest.fixture(params=ISAS)
@@ -207,25 +207,13 @@ def test_sparse_quads_naming_one_position_twice_fall_back(isa):
 # --------------------------------------------------------------------------- packed_linear
 
 
-def _law_magnitude(grade, planes, w):
-    """|S*e| + |Z| per weight, what the law's rounding errors scale with
-    (csrc/grit/linear_law.h). Without zero points that is |w|; for Q4KS
-    (elements 0..15, w = S*e - Z) the lowest code decodes to -Z, so
-    |S*e| + |Z| <= |w| + 2|Z| with |Z| from the core's decode_bounds."""
-    if grade != "Q4KS":
-        return w.abs()
-    lo, _ = torch_grit.codec.decode_bounds(grade, planes, w.numel())
-    return w.abs() + 2 * torch.as_tensor(np.asarray(lo)).reshape(w.shape).abs()
-
-
-def _assert_within_bound(got, x, w, bias, out_dtype, wmag=None):
+def _assert_within_bound(got, x, w, bias, out_dtype):
     k = x.shape[-1]
     gamma = k * F32_U / (1 - k * F32_U) + F32_U
     xd, wd = x.double(), w.double()
     bd = None if bias is None else bias.double()
     ref = F.linear(xd, wd, bd)
-    wm = wd.abs() if wmag is None else wmag.double()
-    mag = F.linear(xd.abs(), wm, None if bd is None else bd.abs())
+    mag = F.linear(xd.abs(), wd.abs(), None if bd is None else bd.abs())
     u = OUT_U[out_dtype]
     bound = gamma * mag * (1 + u) + u * ref.abs()
     err = (got.double() - ref).abs()
@@ -245,8 +233,7 @@ def test_packed_linear_matches_float64_and_the_reference(isa, grade, dtype):
             bias = torch.randn(shape[0]).to(dtype) if b % 2 else None
             y = ops.packed_linear(x, planes, grade, shape, bias)
             assert y.dtype == dtype and y.shape == (*batch, shape[0])
-            _assert_within_bound(y, x.float(), w, None if bias is None else bias.float(), dtype,
-                                 _law_magnitude(grade, planes, w))
+            _assert_within_bound(y, x.float(), w, None if bias is None else bias.float(), dtype)
             if isa != "scalar":
                 prev = _C._set_cpu_isa("scalar")
                 want = ops.packed_linear(x, planes, grade, shape, bias)
@@ -272,21 +259,11 @@ def test_non_finite_weights_and_activations_match_the_reference(isa, grade):
     # A NaN activation makes its whole output row NaN (canonical bits).
     y = want[2]
     assert bool(y[2].isnan().all()) and bool((_bits(y[2]) == 0x7FC00000).all())
-    # Where F.linear on the decoded weight is finite and far from float32's
-    # overflow (no infinite or poisoned scale in the row), the law is finite
-    # and within its bound. (Elsewhere the law gives inf or NaN by IEEE
-    # rules on S * P: an infinite scale over a group whose product sum is
-    # nonzero is an infinity, where the decoded weights held NaN at e = 0.)
+    # NaN and infinite weights act as in a float32 sum of the decoded weights'
+    # products (a group with a non-finite or overflowing scale is summed
+    # unfactored): the NaN positions are F.linear's on the decoded weight.
     ref = F.linear(x.double(), w.double())
-    ok = torch.isfinite(ref) & (ref.abs() < 2.0 ** 100)
-    ok[1:3] = False  # the rows with inf / NaN activations
-    # (NVF4's planted level-1 scale of 3e38 overflows every group: no such output.)
-    assert int(ok.sum()) > 0 or grade == "NVF4"
-    assert bool(torch.isfinite(y[ok]).all())
-    k = shape[1]
-    gamma = k * F32_U / (1 - k * F32_U) + F32_U
-    mag = F.linear(x.double().abs(), _law_magnitude(grade, planes, w).double())
-    assert bool(((y.double() - ref).abs()[ok] <= gamma * mag[ok]).all())
+    assert bool((y.isnan() == ref.isnan()).all())
 
 
 @pytest.mark.parametrize("grade", ("MXFP4", "NVF4", "Q4KS", "I8S24"))

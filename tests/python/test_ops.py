@@ -152,17 +152,13 @@ def _law_oracle(grade, planes, shape, x, bias):
     n, k = shape
     g = torch_grit.Grade.parse(grade)
     k0 = int(g._native.k0)
-    e, S, Z = torch_grit.codec.decode_factors(grade, planes, n * k)
-    e, S, Z = e.reshape(n, k), S.reshape(n, k // k0), Z.reshape(n, k // k0)
-    offset = grade == "Q4KS"  # the one grade here with zero points after the scale
+    e, S = torch_grit.codec.decode_factors(grade, planes, n * k)
+    e, S = e.reshape(n, k), S.reshape(n, k // k0)
+    # The factors are the decode: float32(S*e) is the decoded weight.
+    w = torch.ops.grit.dequantize(*planes, grade, list(shape), torch.float32).numpy()
+    assert np.array_equal((S.repeat(k0, axis=1) * e).astype(np.float32), w)
     y = np.zeros((x.shape[0], n), dtype=np.float32)
     for i in range(x.shape[0]):
-        xs = []
-        for gi in range(k // k0):
-            c = [np.float32(0.0)] * 4
-            for t in range(k0):
-                c[t % 4] = np.float32(c[t % 4] + x[i, gi * k0 + t])
-            xs.append(np.float32(np.float32(c[0] + c[1]) + np.float32(c[2] + c[3])))
         for j in range(n):
             acc = np.float32(0.0)
             for gi in range(k // k0):
@@ -172,8 +168,6 @@ def _law_oracle(grade, planes, shape, x, bias):
                     c[t % 4] = _fma32(e[j, col], x[i, col], c[t % 4])
                 P = np.float32(np.float32(c[0] + c[1]) + np.float32(c[2] + c[3]))
                 acc = _fma32(S[j, gi], P, acc)
-                if offset:
-                    acc = _fma32(-Z[j, gi], xs[gi], acc)
             y[i, j] = acc if bias is None else np.float32(acc + bias[j])
     return y
 
@@ -182,8 +176,9 @@ def _law_oracle(grade, planes, shape, x, bias):
 @pytest.mark.parametrize("dtype", (torch.float32, torch.float16))
 def test_packed_linear_follows_the_law_bit_for_bit(grade, dtype):
     # The law the kernels must match bit for bit (csrc/grit/linear_law.h),
-    # recomputed here with exact FMAs: per k0-group four FMA chains over the
-    # element values, the group's scale (and offset) applied once, bias last.
+    # recomputed here with exact FMAs: per k0-group four FMA chains over e
+    # (element values where the group factors, else decoded weights), the
+    # group's S applied once, bias last.
     # grad_x keeps its own law: products rounded to float32, added to +0.0 in
     # ascending n.
     shape = RAGGED

@@ -8,7 +8,6 @@
 
 #include <cstdint>
 #include <cstring>
-#include <vector>
 
 #include "kernels/cpu/packed_linear_cpu.h"
 
@@ -67,11 +66,8 @@ inline VF f_bcast(const float* p) {
 inline VF f_add(VF x, VF y) { return VF{_mm256_add_ps(x.a, y.a), _mm256_add_ps(x.b, y.b)}; }
 inline VF f_sub(VF x, VF y) { return VF{_mm256_sub_ps(x.a, y.a), _mm256_sub_ps(x.b, y.b)}; }
 inline VF f_mul(VF x, VF y) { return VF{_mm256_mul_ps(x.a, y.a), _mm256_mul_ps(x.b, y.b)}; }
-// x*y + c and c - x*y, one rounding each.
+// x*y + c, one rounding.
 inline VF f_fma(VF x, VF y, VF c) { return VF{_mm256_fmadd_ps(x.a, y.a, c.a), _mm256_fmadd_ps(x.b, y.b, c.b)}; }
-inline VF f_fnma(VF x, VF y, VF c) {
-  return VF{_mm256_fnmadd_ps(x.a, y.a, c.a), _mm256_fnmadd_ps(x.b, y.b, c.b)};
-}
 
 inline VI i_set1(int32_t v) { return VI{_mm256_set1_epi32(v), _mm256_set1_epi32(v)}; }
 inline VI i_load(const int32_t* p) {
@@ -137,11 +133,15 @@ inline VF f16_lo(VI x) { return VF{f16_low_half(x.a), f16_low_half(x.b)}; }
 inline VF f16_hi(VI x) {
   return VF{f16_low_half(_mm256_srli_epi32(x.a, 16)), f16_low_half(_mm256_srli_epi32(x.b, 16))};
 }
-inline bool any_nonfinite(VF v) {
+// Lanes holding NaN (quiet or signalling) or an infinity.
+inline VM nonfinite(VF v) {
   const __m256i e = _mm256_set1_epi32(0x7F800000);
-  const __m256i a = _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_castps_si256(v.a), e), e);
-  const __m256i b = _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_castps_si256(v.b), e), e);
-  return !_mm256_testz_si256(_mm256_or_si256(a, b), _mm256_or_si256(a, b));
+  return VM{_mm256_cmpeq_epi32(_mm256_and_si256(_mm256_castps_si256(v.a), e), e),
+            _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_castps_si256(v.b), e), e)};
+}
+inline bool any_nonfinite(VF v) {
+  const VM m = nonfinite(v);
+  return !_mm256_testz_si256(_mm256_or_si256(m.a, m.b), _mm256_or_si256(m.a, m.b));
 }
 inline VF canon(VF v) {
   const __m256 nan = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FC00000));

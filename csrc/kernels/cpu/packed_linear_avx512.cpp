@@ -8,7 +8,6 @@
 
 #include <cstdint>
 #include <cstring>
-#include <vector>
 
 #include "kernels/cpu/packed_linear_cpu.h"
 
@@ -44,9 +43,8 @@ inline VF f_bcast(const float* p) { return _mm512_set1_ps(*p); }
 inline VF f_add(VF a, VF b) { return _mm512_add_ps(a, b); }
 inline VF f_sub(VF a, VF b) { return _mm512_sub_ps(a, b); }
 inline VF f_mul(VF a, VF b) { return _mm512_mul_ps(a, b); }
-// a*b + c and c - a*b, one rounding each.
+// a*b + c, one rounding.
 inline VF f_fma(VF a, VF b, VF c) { return _mm512_fmadd_ps(a, b, c); }
-inline VF f_fnma(VF a, VF b, VF c) { return _mm512_fnmadd_ps(a, b, c); }
 
 inline VI i_set1(int32_t v) { return _mm512_set1_epi32(v); }
 inline VI i_load(const int32_t* p) { return _mm512_loadu_si512(p); }
@@ -80,7 +78,8 @@ inline VI gather_u32(const uint8_t* base, VI byte_off) {
 inline VF f16_lo(VI a) { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(a)); }
 inline VF f16_hi(VI a) { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(a, 16))); }
 // NaN (quiet or signalling) or an infinity in any lane.
-inline bool any_nonfinite(VF v) { return _mm512_fpclass_ps_mask(v, 0x99) != 0; }
+inline VM nonfinite(VF v) { return _mm512_fpclass_ps_mask(v, 0x99); }
+inline bool any_nonfinite(VF v) { return nonfinite(v) != 0; }
 inline VF canon(VF v) {
   return _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q),
                             _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000)));

@@ -68,6 +68,10 @@ struct LinearPlan {
   uint32_t k1 = 0;           // kNibbleAffine: groups per level-1 pair (0: one pair)
   CodeMap s0_map = CodeMap::kTable, zp_map = CodeMap::kTable;
   uint32_t s0_mask = 0, zp_mask = 0;   // CodeMap::kIntMask: value = float(code & mask)
+  // The law's form (grit/linear_law.h): whether the grade's groups may be
+  // factored (then group by group, where S * elem_maxabs is finite).
+  bool factor = false;
+  float elem_maxabs = 0.0f;
   float elem[16] = {};       // kNibble*: the value of each element code
   float s0[256] = {};        // scale0 code -> S (make_plan: times the per-tensor level-1 scale)
   float zp[256] = {};        // kNibbleAffine: zero-point code -> z (+1 under zpc=minus1)

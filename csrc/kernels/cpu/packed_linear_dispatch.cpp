@@ -235,6 +235,7 @@ FastKind fast_kind_of(const Grade& g) {
 }
 
 void make_grade_tables(const Grade& g, LinearPlan* p) {
+  p->factor = law_factors_grade(g, &p->elem_maxabs);
   p->kind = fast_kind_of(g);
   p->k0 = static_cast<int>(g.k0);
   p->k1 = g.k1;
@@ -285,6 +286,19 @@ void cached_grade_tables(const Grade& g, LinearPlan* p) {
 
 }  // namespace
 
+// The decoders' assumptions about the law's form: a factoring kNibble plan
+// has the E8M0 map, kInt8Sparse24 always factors, kNibbleAffine never
+// (zero points). Anything else takes the reference kernel.
+static bool form_supported(const LinearPlan& p) {
+  switch (p.kind) {
+    case FastKind::kNone: return true;
+    case FastKind::kNibble: return !p.factor || p.s0_map == CodeMap::kE8M0;
+    case FastKind::kNibbleAffine: return !p.factor;
+    case FastKind::kInt8Sparse24: return p.factor;
+  }
+  return false;
+}
+
 void make_plan(const PackedWeight& w, LinearPlan* p) {
   const Grade& g = *w.grade;
   if (w.n <= 0 || w.k <= 0) {
@@ -306,6 +320,7 @@ void make_plan(const PackedWeight& w, LinearPlan* p) {
     for (uint32_t c = 0; c < 256; ++c) p->s0[c] = canonical(s1 * p->s0[c]);
     choose_map(p->s0, &p->s0_map, &p->s0_mask);
   }
+  if (!form_supported(*p)) p->kind = FastKind::kNone;
 }
 
 }  // namespace cpu

@@ -21,10 +21,7 @@ Status linear_tiles(const PackedWeight& w, const float* x, int64_t m, const floa
   constexpr int64_t R = kLinearTileRows;
   const Grade& g = *w.grade;
   const int64_t k = w.k, groups = k / g.k0;
-  const bool offset = law_has_offset(g);
-  std::vector<float> e(static_cast<size_t>(R * k)), S(static_cast<size_t>(R * groups)),
-      Z(static_cast<size_t>(R * groups)), xsum(offset ? static_cast<size_t>(m * groups) : 0);
-  for (int64_t i = 0; offset && i < m; ++i) law_group_sums(x + i * k, k, g.k0, xsum.data() + i * groups);
+  std::vector<float> e(static_cast<size_t>(R * k)), S(static_cast<size_t>(R * groups));
   const uint64_t numel = static_cast<uint64_t>(w.n) * static_cast<uint64_t>(k);
   uint64_t cursor = sparse_cursor(g, w.planes, static_cast<uint64_t>(tile_begin * R * k));
   for (int64_t t = tile_begin; t < tile_end; ++t) {
@@ -32,13 +29,11 @@ Status linear_tiles(const PackedWeight& w, const float* x, int64_t m, const floa
     const int64_t nr = (w.n - r0) < R ? (w.n - r0) : R;
     const Status s = decode_factors_range(g, w.planes, numel, static_cast<uint64_t>(r0 * k),
                                           static_cast<uint64_t>((r0 + nr) * k), &cursor, e.data(),
-                                          S.data(), Z.data());
+                                          S.data());
     if (!s.ok()) return s;
     for (int64_t i = 0; i < m; ++i) {
       for (int64_t j = 0; j < nr; ++j) {
-        const float acc = law_dot(e.data() + j * k, S.data() + j * groups,
-                                  offset ? Z.data() + j * groups : nullptr, x + i * k,
-                                  xsum.data() + i * groups, k, g.k0);
+        const float acc = law_dot(e.data() + j * k, S.data() + j * groups, x + i * k, k, g.k0);
         y[i * w.n + r0 + j] = law_finish(acc, bias != nullptr ? bias + r0 + j : nullptr);
       }
     }

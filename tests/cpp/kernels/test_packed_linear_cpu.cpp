@@ -136,17 +136,16 @@ TEST(PackedLinearCpu, RandomPlanesSameBitsAndPoisonedColumnsAreNaN) {
     const grit::cpu::PackedWeight w = weight(g, planes, c.n, c.k);
     grit::cpu::LinearPlan plan;
     grit::cpu::make_plan(w, &plan);
-    // Which rows hold a NaN scale or offset, from the core's factors.
+    // Which rows hold a NaN weight (a poisoned group, or a NaN element),
+    // from the core's decode.
     const uint64_t numel = static_cast<uint64_t>(c.n * c.k);
-    std::vector<float> e(numel), S(numel / g.k0), Z(numel / g.k0);
-    uint64_t cur = 0;
-    ASSERT_TRUE(grit::decode_factors_range(g, w.planes, numel, 0, numel, &cur, e.data(), S.data(), Z.data()).ok());
+    std::vector<float> wd(numel);
+    ASSERT_TRUE(grit::decode(g, w.planes, numel, wd.data()).ok());
     std::vector<bool> poisoned(static_cast<size_t>(c.n), false);
-    const int64_t groups = c.k / g.k0;
     size_t npoison = 0;
     for (int64_t j = 0; j < c.n; ++j) {
-      for (int64_t q = 0; q < groups; ++q)
-        if (std::isnan(S[j * groups + q]) || std::isnan(Z[j * groups + q])) poisoned[j] = true;
+      for (int64_t q = 0; q < c.k; ++q)
+        if (std::isnan(wd[j * c.k + q])) poisoned[j] = true;
       npoison += poisoned[j];
     }
     for (int64_t m : {1, 4}) {

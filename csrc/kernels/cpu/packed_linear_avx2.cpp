@@ -143,6 +143,13 @@ inline bool any_nonfinite(VF v) {
   const VM m = nonfinite(v);
   return !_mm256_testz_si256(_mm256_or_si256(m.a, m.b), _mm256_or_si256(m.a, m.b));
 }
+// Whether any byte (unsigned) is >= t, 0 < t < 256.
+inline bool any_byte_at_least(VI v, int t) {
+  const __m256i tt = _mm256_set1_epi8(static_cast<char>(t));
+  const __m256i a = _mm256_cmpeq_epi8(_mm256_max_epu8(v.a, tt), v.a);
+  const __m256i b = _mm256_cmpeq_epi8(_mm256_max_epu8(v.b, tt), v.b);
+  return !_mm256_testz_si256(_mm256_or_si256(a, b), _mm256_or_si256(a, b));
+}
 inline VF canon(VF v) {
   const __m256 nan = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FC00000));
   return VF{_mm256_blendv_ps(v.a, nan, _mm256_cmp_ps(v.a, v.a, _CMP_UNORD_Q)),

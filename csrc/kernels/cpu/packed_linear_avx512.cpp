@@ -80,6 +80,10 @@ inline VF f16_hi(VI a) { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srl
 // NaN (quiet or signalling) or an infinity in any lane.
 inline VM nonfinite(VF v) { return _mm512_fpclass_ps_mask(v, 0x99); }
 inline bool any_nonfinite(VF v) { return nonfinite(v) != 0; }
+// Whether any byte (unsigned) is >= t, 0 < t < 256.
+inline bool any_byte_at_least(VI v, int t) {
+  return _mm512_cmpge_epu8_mask(v, _mm512_set1_epi8(static_cast<char>(t))) != 0;
+}
 inline VF canon(VF v) {
   return _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q),
                             _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000)));

@@ -72,6 +72,7 @@ struct LinearPlan {
   // factored (then group by group, where S * elem_maxabs is finite).
   bool factor = false;
   float elem_maxabs = 0.0f;
+  uint32_t s0_factor_from = 256;  // the smallest scale0 code whose group does not factor
   float elem[16] = {};       // kNibble*: the value of each element code
   float s0[256] = {};        // scale0 code -> S (make_plan: times the per-tensor level-1 scale)
   float zp[256] = {};        // kNibbleAffine: zero-point code -> z (+1 under zpc=minus1)

@@ -248,6 +248,12 @@ void make_grade_tables(const Grade& g, LinearPlan* p) {
       nibble_elements(g, p->elem);
       for (uint32_t c = 0; c < 256; ++c) p->s0[c] = fmt_decode(g.scale0, c);
       choose_map(p->s0, &p->s0_map, &p->s0_mask);
+      p->s0_factor_from = 256;
+      for (uint32_t c = 0; c < 256 && p->factor; ++c)
+        if (!law_group_factored(p->s0[c], p->elem_maxabs)) {
+          p->s0_factor_from = c;
+          break;
+        }
       if (p->kind == FastKind::kNibbleAffine) {
         for (uint32_t c = 0; c < 256; ++c) {
           float z = fmt_decode(g.zp, c);

@@ -2,8 +2,9 @@
 // once (a dispatch table), every variant bit-identical to the scalar
 // reference kernel (packed_linear_ref.h). Torch-free: raw pointers, sizes.
 //
-// Numerics: the law of grit/linear_law.h (per k0-group FMA chains over the
-// element values, the group's scale applied once by FMA, bias last). The
+// Numerics: the law of grit/linear_law.h (the decoded weights' exact values,
+// per k0-group FMA chains, a factored group's scale applied once, bias
+// last). The
 // SIMD variants keep its order by vectorising across 16 output rows (one
 // lane per row of W), never across k, so an output element's value does
 // not depend on the instruction set, the batch size, the thread count or

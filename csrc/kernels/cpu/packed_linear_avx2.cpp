@@ -206,6 +206,13 @@ inline __attribute__((always_inline)) void load_t16_listed(const uint8_t* base, 
   for (int j = 0; j < 4; ++j) out[j] = VI{lo[j], hi[j]};
 }
 
+// 64 bytes of each of the 16 rows at p + r*stride, transposed (out[j] lane
+// r = dword j of row r): four 16-byte loads here.
+inline __attribute__((always_inline)) void load_t16x64_affine(const uint8_t* p, int64_t stride,
+                                                              VI out[16]) {
+  for (int q = 0; q < 4; ++q) load_t16_affine<16>(p + 16 * q, stride, 16, out + 4 * q);
+}
+
 // Blocking: 16 ymm registers, two per 16-lane vector: the four chains of
 // one tile and one batch row already take eight.
 constexpr int kGemvTiles = 1;

@@ -128,6 +128,34 @@ inline __attribute__((always_inline)) void load_t16_affine(const uint8_t* p, int
   }
   transpose_lanes(z, out);
 }
+// 64 bytes of each of the 16 rows at p + r*stride, transposed: out[j] lane r
+// = dword j of row r. One load per row and a 16x16 dword transpose: about
+// half the shuffles of four load_t16_affine<16> calls.
+inline __attribute__((always_inline)) void load_t16x64_affine(const uint8_t* p, int64_t stride,
+                                                              VI out[16]) {
+  VI z[16], t[16];
+  for (int r = 0; r < 16; ++r) z[r] = _mm512_loadu_si512(p + r * stride);
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_epi32(z[2 * i], z[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(z[2 * i], z[2 * i + 1]);
+  }
+  // u[4i + k], 128-bit chunk L: rows 4i..4i+3 of dword 4L + k.
+  for (int i = 0; i < 4; ++i) {
+    z[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+    z[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+    z[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+    z[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+  }
+  // out[4L + k] chunk c = u[4c + k] chunk L: a 4x4 transpose of chunks.
+  for (int k = 0; k < 4; ++k) {
+    const VI a = _mm512_shuffle_i32x4(z[k], z[4 + k], 0x44), b = _mm512_shuffle_i32x4(z[k], z[4 + k], 0xEE);
+    const VI c = _mm512_shuffle_i32x4(z[8 + k], z[12 + k], 0x44), d = _mm512_shuffle_i32x4(z[8 + k], z[12 + k], 0xEE);
+    out[k] = _mm512_shuffle_i32x4(a, c, 0x88);
+    out[4 + k] = _mm512_shuffle_i32x4(a, c, 0xDD);
+    out[8 + k] = _mm512_shuffle_i32x4(b, d, 0x88);
+    out[12 + k] = _mm512_shuffle_i32x4(b, d, 0xDD);
+  }
+}
 // Rows at base + off[r].
 template <int kBytes>
 inline __attribute__((always_inline)) void load_t16_listed(const uint8_t* base, const int64_t off[16],

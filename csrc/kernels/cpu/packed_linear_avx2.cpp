@@ -143,6 +143,11 @@ inline bool any_nonfinite(VF v) {
   const VM m = nonfinite(v);
   return !_mm256_testz_si256(_mm256_or_si256(m.a, m.b), _mm256_or_si256(m.a, m.b));
 }
+inline bool any_byte_equal(VI v, int t) {
+  const __m256i tt = _mm256_set1_epi8(static_cast<char>(t));
+  const __m256i a = _mm256_cmpeq_epi8(v.a, tt), b = _mm256_cmpeq_epi8(v.b, tt);
+  return !_mm256_testz_si256(_mm256_or_si256(a, b), _mm256_or_si256(a, b));
+}
 // Whether any byte (unsigned) is >= t, 0 < t < 256.
 inline bool any_byte_at_least(VI v, int t) {
   const __m256i tt = _mm256_set1_epi8(static_cast<char>(t));

@@ -80,6 +80,9 @@ inline VF f16_hi(VI a) { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srl
 // NaN (quiet or signalling) or an infinity in any lane.
 inline VM nonfinite(VF v) { return _mm512_fpclass_ps_mask(v, 0x99); }
 inline bool any_nonfinite(VF v) { return nonfinite(v) != 0; }
+inline bool any_byte_equal(VI v, int t) {
+  return _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8(static_cast<char>(t))) != 0;
+}
 // Whether any byte (unsigned) is >= t, 0 < t < 256.
 inline bool any_byte_at_least(VI v, int t) {
   return _mm512_cmpge_epu8_mask(v, _mm512_set1_epi8(static_cast<char>(t))) != 0;

@@ -4,11 +4,10 @@
 //
 // Numerics: the law of grit/linear_law.h (the decoded weights' exact values,
 // per k0-group FMA chains, a factored group's scale applied once, bias
-// last). The
-// SIMD variants keep its order by vectorising across 16 output rows (one
-// lane per row of W), never across k, so an output element's value does
-// not depend on the instruction set, the batch size, the thread count or
-// how the rows are split between threads.
+// last). The SIMD variants keep its order by vectorising across 16 output
+// rows (one lane per row of W), never across k, so an output element's
+// value does not depend on the instruction set, the batch size, the thread
+// count or how the rows are split between threads.
 //
 // Layout of the work: W is cut into tiles of 16 rows (kLinearTileRows). A
 // variant decodes a tile 32 columns at a time from the packed planes into

@@ -17,7 +17,7 @@ namespace {
 grit::cpu::Isa isa_arg(const std::string& name) {
   grit::cpu::Isa isa;
   if (!grit::cpu::isa_parse(name.c_str(), &isa))
-    throw py::value_error("unknown CPU kernel variant '" + name + "'; expected scalar, avx2 or avx512");
+    throw py::value_error("unknown CPU kernel variant '" + name + "'; expected scalar, avx2, avx512 or avx512_bf16");
   if (!grit::cpu::isa_supported(isa))
     throw py::value_error("this CPU cannot run the " + name + " kernels");
   return isa;
@@ -31,11 +31,11 @@ void bind_cpu_kernels(py::module_& m) {
     const grit::Status s = grit::cpu::active_isa(&isa);
     if (!s.ok()) throw py::value_error(s.message);
     return std::string(grit::cpu::isa_name(isa));
-  }, "The CPU kernel variant packed_linear runs: scalar, avx2 or avx512.");
+  }, "The CPU kernel variant packed_linear runs: scalar, avx2, avx512 or avx512_bf16.");
 
   m.def("cpu_isas_supported", []() {
     std::vector<std::string> out;
-    for (auto i : {grit::cpu::Isa::kScalar, grit::cpu::Isa::kAvx2, grit::cpu::Isa::kAvx512})
+    for (auto i : grit::cpu::kAllIsas)
       if (grit::cpu::isa_supported(i)) out.push_back(grit::cpu::isa_name(i));
     return out;
   });
@@ -46,6 +46,9 @@ void bind_cpu_kernels(py::module_& m) {
     if (!s.ok()) throw py::value_error(s.message);
     return std::string(grit::cpu::isa_name(prev));
   }, "Tests only: run another CPU kernel variant from now on; returns the previous one.");
+
+  m.def("_cpu_pair_path_calls", []() { return grit::cpu::pair_path_calls(); },
+        "Tests only: how many times the avx512_bf16 pair path has run (per thread and call).");
 
   m.def("cpu_fast_kind", [](const grit::Grade& g) {
     return std::string(grit::cpu::fast_kind_name(grit::cpu::fast_kind_of(g)));

@@ -1,5 +1,5 @@
 """The packed_linear CPU kernel variants (csrc/kernels/cpu): every variant this
-CPU can run (scalar = the reference kernel, avx2, avx512), forced in turn.
+CPU can run (scalar = the reference kernel, avx2, avx512, avx512_bf16), forced in turn.
 
 Each variant's decoder is compared with the reference decode bit for bit on
 random plane bytes (so NaN and infinite scales occur, plus planted ones);
@@ -156,7 +156,7 @@ def test_grit_cpu_isa_refuses_an_unknown_variant():
             "    print(e)\n")
     out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "GRIT_CPU_ISA": "sse9"},
                          capture_output=True, text=True, check=True)
-    assert "GRIT_CPU_ISA='sse9' names no kernel variant; expected scalar, avx2 or avx512" in out.stdout
+    assert "GRIT_CPU_ISA='sse9' names no kernel variant; expected scalar, avx2, avx512 or avx512_bf16" in out.stdout
 
 
 def test_set_cpu_isa_refuses_unknown_names():
@@ -239,6 +239,44 @@ def test_packed_linear_matches_float64_and_the_reference(isa, grade, dtype):
                 want = ops.packed_linear(x, planes, grade, shape, bias)
                 _C._set_cpu_isa(prev)
                 assert _same_bits(y, want), (isa, grade, shape, batch)
+
+
+@pytest.mark.skipif("avx512_bf16" not in ISAS, reason="this CPU has no AVX512_BF16")
+@pytest.mark.parametrize("grade", ("MXFP4", "MXFP4_RNE"))
+def test_bf16_pair_path_runs_and_returns_the_reference_bits(grade):
+    # Batch 1, bfloat16 activations, a factored nibble grade: avx512_bf16
+    # does two of a chain's FMAs per vdpbf16ps. Planted NaN / 2^-127 / 2^127
+    # scales, a wide range of activation magnitudes, inf and NaN in x.
+    prev = _C._set_cpu_isa("avx512_bf16")
+    try:
+        for i, shape in enumerate(SHAPES[grade] + ((64, 4096),)):
+            planes = _plant_specials(grade, _random_planes(grade, shape, seed=20 + i))
+            g = torch.Generator().manual_seed(i)
+            x = (torch.randn(shape[1], generator=g)
+                 * torch.exp2(torch.randint(-30, 30, (shape[1],), generator=g).float())).bfloat16()
+            x[3], x[11] = float("inf"), float("nan")
+            for xi in (x, x[None], x.float()):
+                before = _C._cpu_pair_path_calls()
+                y = ops.packed_linear(xi, planes, grade, shape)
+                assert _C._cpu_pair_path_calls() > before, (grade, shape, xi.dtype)
+                _C._set_cpu_isa("scalar")
+                want = ops.packed_linear(xi, planes, grade, shape)
+                _C._set_cpu_isa("avx512_bf16")
+                assert _same_bits(y, want), (grade, shape, xi.dtype)
+        # x it cannot take (a value below 2^-64; float32 that is not
+        # bfloat16-exact) goes the FMA way, with the same bits.
+        shape = SHAPES[grade][1]
+        planes = ops.quantize(torch.randn(shape), grade)
+        for x in (torch.randn(1, shape[1]).bfloat16().float().index_fill_(1, torch.tensor([2]), 2.0 ** -70),
+                  torch.randn(1, shape[1])):
+            before = _C._cpu_pair_path_calls()
+            y = ops.packed_linear(x, planes, grade, shape)
+            assert _C._cpu_pair_path_calls() == before
+            _C._set_cpu_isa("scalar")
+            assert _same_bits(y, ops.packed_linear(x, planes, grade, shape))
+            _C._set_cpu_isa("avx512_bf16")
+    finally:
+        _C._set_cpu_isa(prev)
 
 
 @pytest.mark.parametrize("grade", ("MXFP4", "NVF4", "Q4KS", "I8S24"))

@@ -3,11 +3,14 @@
 // vgatherdps or arithmetic, binary16 through vcvtph2ps. The algorithm is
 // packed_linear_simd.inc; this file supplies the vocabulary. Compiled for
 // its target by the pragma below (no per-file compiler flags needed), and
-// reached only through avx512_kernels() when the CPU has AVX-512.
+// reached only through avx512_kernels() when the CPU has AVX-512, or
+// through avx512_bf16_kernels() (the same code plus the pair path, whose
+// vdpbf16ps runs only there) when it also has AVX512_BF16.
 #include <immintrin.h>
 
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "kernels/cpu/packed_linear_cpu.h"
 
@@ -18,10 +21,13 @@
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,f16c,bmi,bmi2,popcnt")
+// avx512bf16: only the pair path's vdpbf16ps uses it (nothing here has a
+// bfloat16 type for the compiler to convert), and only avx512_bf16_kernels()
+// reaches that path.
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,f16c,bmi,bmi2,popcnt")
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
-#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,f16c,bmi,bmi2,popcnt"))), apply_to = function)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,f16c,bmi,bmi2,popcnt"))), apply_to = function)
 #endif
 
 namespace grit {
@@ -71,6 +77,19 @@ struct Lut16 {
 };
 inline Lut16 make_lut16(const float* v) { return Lut16{_mm512_loadu_ps(v)}; }
 inline VF lut16(VI idx, const Lut16& l) { return _mm512_permutexvar_ps(idx, l.t); }  // low 4 bits
+// Pairs (AVX512_BF16): 32 bfloat16 words, word i the value of code i & 15.
+#define GRIT_SIMD_PAIR_DOT 1
+struct LutW {
+  __m512i t;
+};
+inline LutW make_lutw(const uint16_t w[32]) { return LutW{_mm512_loadu_si512(w)}; }
+inline VI lutw16(VI idx, const LutW& l) { return _mm512_permutexvar_epi16(idx, l.t); }  // low 5 bits
+inline VI i_rol16(VI a) { return _mm512_rol_epi32(a, 16); }
+// c + hi(e)*hi(xp) + lo(e)*lo(xp), lane by lane: two FMAs, the high words'
+// first, each rounded to nearest even (DAZ on the words, FTZ on the sums).
+inline VF pair_fma(VI e, const uint32_t* xp, VF c) {
+  return _mm512_dpbf16_ps(c, (__m512bh)e, (__m512bh)_mm512_set1_epi32(static_cast<int>(*xp)));
+}
 inline VF gather_f32(const float* table, VI idx) { return _mm512_i32gather_ps(idx, table, 4); }
 inline VI gather_u32(const uint8_t* base, VI byte_off) {
   return _mm512_i32gather_epi32(byte_off, static_cast<const void*>(base), 1);
@@ -197,10 +216,12 @@ namespace cpu {
 namespace {
 
 const KernelTable kTable{Isa::kAvx512, &simd_linear_entry, &simd_decode_entry};
+const KernelTable kBf16Table{Isa::kAvx512Bf16, &simd_linear_pairs_entry, &simd_decode_entry};
 
 }  // namespace
 
 const KernelTable& avx512_kernels() { return kTable; }
+const KernelTable& avx512_bf16_kernels() { return kBf16Table; }
 
 }  // namespace cpu
 }  // namespace grit
@@ -210,6 +231,7 @@ const KernelTable& avx512_kernels() { return kTable; }
 namespace grit {
 namespace cpu {
 const KernelTable& avx512_kernels() { return scalar_kernels(); }
+const KernelTable& avx512_bf16_kernels() { return scalar_kernels(); }
 }  // namespace cpu
 }  // namespace grit
 

@@ -29,10 +29,16 @@
 namespace grit {
 namespace cpu {
 
-enum class Isa : int { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
+// kAvx512Bf16 is the AVX-512 variant plus AVX512_BF16's vdpbf16ps for
+// batch-1 MXFP4-style layers with bfloat16-exact activations: two of the
+// law's FMAs (one chain, ascending columns) in one instruction. Its DAZ/FTZ
+// never changes a bit there (see packed_linear_simd.inc, "Pairs").
+enum class Isa : int { kScalar = 0, kAvx2 = 1, kAvx512 = 2, kAvx512Bf16 = 3 };
+constexpr Isa kAllIsas[] = {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16};
 
 const char* isa_name(Isa isa);
-// "scalar", "avx2" or "avx512" (case-sensitive); false for anything else.
+// "scalar", "avx2", "avx512" or "avx512_bf16" (case-sensitive); false for
+// anything else.
 bool isa_parse(const char* text, Isa* out);
 // Whether this CPU (and OS) can run a variant.
 bool isa_supported(Isa isa);
@@ -110,16 +116,22 @@ struct KernelTable {
 const KernelTable& kernels_for(Isa isa);  // isa must be supported
 
 // The variant packed_linear uses: chosen once, at the first call, from
-// GRIT_CPU_ISA (scalar|avx2|avx512) if set, else the best this CPU has.
+// GRIT_CPU_ISA (scalar|avx2|avx512|avx512_bf16) if set, else the best this CPU has.
 // Fails when GRIT_CPU_ISA names no variant or one this CPU cannot run.
 Status active_isa(Isa* out);
 // Tests: run another supported variant from now on (returns the previous).
 Status set_active_isa(Isa isa, Isa* previous);
 
+// How many times (per thread and call) the pair path of avx512_bf16 ran:
+// for the tests that must show it ran, not just that the bits match.
+uint64_t pair_path_calls();
+void count_pair_path_call();
+
 // Variant entry points (each defined in its own file).
 const KernelTable& scalar_kernels();
 const KernelTable& avx2_kernels();
 const KernelTable& avx512_kernels();
+const KernelTable& avx512_bf16_kernels();
 
 }  // namespace cpu
 }  // namespace grit

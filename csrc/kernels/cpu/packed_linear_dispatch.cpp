@@ -21,12 +21,13 @@ const char* isa_name(Isa isa) {
     case Isa::kScalar: return "scalar";
     case Isa::kAvx2: return "avx2";
     case Isa::kAvx512: return "avx512";
+    case Isa::kAvx512Bf16: return "avx512_bf16";
   }
   return "?";
 }
 
 bool isa_parse(const char* text, Isa* out) {
-  for (Isa i : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+  for (Isa i : kAllIsas) {
     if (std::strcmp(text, isa_name(i)) == 0) {
       *out = i;
       return true;
@@ -40,12 +41,13 @@ bool isa_supported(Isa isa) {
   __builtin_cpu_init();
   const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
                     __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi2");
+  const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
   switch (isa) {
     case Isa::kScalar: return true;
     case Isa::kAvx2: return avx2;
-    case Isa::kAvx512:
-      return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+    case Isa::kAvx512: return avx512;
+    case Isa::kAvx512Bf16: return avx512 && __builtin_cpu_supports("avx512bf16");
   }
   return false;
 #else
@@ -68,6 +70,7 @@ const char* fast_kind_name(FastKind kind) {
 
 const KernelTable& kernels_for(Isa isa) {
   switch (isa) {
+    case Isa::kAvx512Bf16: return avx512_bf16_kernels();
     case Isa::kAvx512: return avx512_kernels();
     case Isa::kAvx2: return avx2_kernels();
     case Isa::kScalar: break;
@@ -86,7 +89,7 @@ const Selection& startup_selection() {
   static const Selection sel = [] {
     Selection s;
     Isa best = Isa::kScalar;
-    for (Isa i : {Isa::kAvx2, Isa::kAvx512})
+    for (Isa i : kAllIsas)  // in ascending order of preference
       if (isa_supported(i)) best = i;
     s.isa = best;
     const char* env = std::getenv("GRIT_CPU_ISA");
@@ -95,7 +98,7 @@ const Selection& startup_selection() {
       if (!isa_parse(env, &want)) {
         s.status = Status::Fail(Error::kBadValue,
                                 std::string("GRIT_CPU_ISA='") + env +
-                                    "' names no kernel variant; expected scalar, avx2 or avx512 "
+                                    "' names no kernel variant; expected scalar, avx2, avx512 or avx512_bf16 "
                                     "(or unset it to use the best this CPU has: " +
                                     isa_name(best) + ")");
       } else if (!isa_supported(want)) {
@@ -136,6 +139,13 @@ Status set_active_isa(Isa isa, Isa* previous) {
   g_override.store(static_cast<int>(isa), std::memory_order_release);
   return Status::Ok();
 }
+
+namespace {
+std::atomic<uint64_t> g_pair_path_calls{0};
+}  // namespace
+
+uint64_t pair_path_calls() { return g_pair_path_calls.load(std::memory_order_relaxed); }
+void count_pair_path_call() { g_pair_path_calls.fetch_add(1, std::memory_order_relaxed); }
 
 // ---------------------------------------------------------------------------
 // The scalar variant is the reference kernel itself.

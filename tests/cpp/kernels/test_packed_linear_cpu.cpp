@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -62,7 +63,7 @@ grit::cpu::PackedWeight weight(const grit::Grade& g, const std::vector<std::vect
 
 std::vector<Isa> supported() {
   std::vector<Isa> out;
-  for (Isa i : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512})
+  for (Isa i : grit::cpu::kAllIsas)
     if (grit::cpu::isa_supported(i)) out.push_back(i);
   return out;
 }
@@ -177,6 +178,93 @@ TEST(PackedLinearCpu, RandomPlanesSameBitsAndPoisonedColumnsAreNaN) {
     total_poisoned += npoison;
   }
   EXPECT_GT(total_poisoned, 0u);  // random scale bytes do hit NaN codes
+}
+
+// bfloat16-exact x over a wide range of magnitudes (so chains reach
+// large and small sums and the order of the two FMAs of a pair matters),
+// with a few NaN and infinite values.
+std::vector<float> bf16_x(size_t count, std::mt19937* rng) {
+  std::normal_distribution<float> normal;
+  std::vector<float> x(count);
+  for (auto& v : x) {
+    float f = std::ldexp(normal(*rng), static_cast<int>((*rng)() % 41) - 20);
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    u &= 0xFFFF0000u;
+    std::memcpy(&v, &u, 4);
+  }
+  if (count > 40) {
+    x[5] = std::numeric_limits<float>::infinity();
+    x[37] = std::numeric_limits<float>::quiet_NaN();
+  }
+  return x;
+}
+
+// avx512_bf16's pair path (two FMAs of a chain per vdpbf16ps) runs for
+// batch-1 factored nibble layers with bfloat16-exact x, and returns the
+// reference's bits; an x it cannot take (not bfloat16-exact, or a tiny
+// value its flush to zero could touch) takes the FMA path, same bits.
+TEST(PackedLinearCpu, PairPathReturnsTheReferenceBits) {
+  if (!grit::cpu::isa_supported(Isa::kAvx512Bf16)) GTEST_SKIP() << "this CPU has no AVX512_BF16";
+  const grit::cpu::KernelTable& kt = grit::cpu::kernels_for(Isa::kAvx512Bf16);
+  enum Planes { kEncoded, kRandom, kRandomTameScales };  // tame: E8M0 codes 110..139
+  struct PairCase {
+    const char* grade;
+    int64_t n, k;
+    Planes planes;
+  };
+  const PairCase cases[] = {
+      {"grit1(e=e2m1,k0=32,s0=e8m0,esr=exp2floormaxabs)", 17, 96, kEncoded},
+      {"grit1(e=e2m1,k0=32,s0=e8m0,esr=exp2floormaxabs)", 40, 1024, kEncoded},
+      {"grit1(e=e2m1,k0=32,s0=e8m0,esr=exp2floormaxabs)", 33, 512, kRandom},  // NaN / huge scale codes
+      {"grit1(e=e2m1,k0=16,s0=e8m0,esr=exp2floormaxabs)", 24, 272, kRandomTameScales},
+      {"grit1(e=e2m1,k0=16,s0=e8m0,esr=exp2floormaxabs)", 17, 256, kRandom},
+      {"grit1(e=s4,k0=32,s0=e8m0,esr=exp2floormaxabs)", 19, 160, kRandomTameScales},
+  };
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal;
+  for (const PairCase& c : cases) {
+    grit::Grade g;
+    ASSERT_TRUE(grit::grade_parse(c.grade, &g).ok()) << c.grade;
+    std::vector<std::vector<uint8_t>> planes;
+    if (c.planes != kEncoded) {
+      planes = random_planes(g, c.n, c.k, 9);
+      if (c.planes == kRandomTameScales)
+        for (auto& b : planes[1]) b = static_cast<uint8_t>(110 + b % 30);
+    } else {
+      std::vector<float> v(static_cast<size_t>(c.n * c.k));
+      for (auto& e : v) e = std::ldexp(normal(rng), static_cast<int>(rng() % 9) - 4);
+      grit::EncodedPlanes enc;
+      ASSERT_TRUE(grit::encode(g, v.data(), v.size(), &enc).ok());
+      planes.assign(enc.plane, enc.plane + 4);
+    }
+    const grit::cpu::PackedWeight w = weight(g, planes, c.n, c.k);
+    grit::cpu::LinearPlan plan;
+    grit::cpu::make_plan(w, &plan);
+    ASSERT_EQ(plan.kind, grit::cpu::FastKind::kNibble) << c.grade;
+    ASSERT_TRUE(plan.factor) << c.grade;
+    std::vector<float> bias(static_cast<size_t>(c.n));
+    for (auto& e : bias) e = normal(rng);
+    for (int variant = 0; variant < 3; ++variant) {
+      std::vector<float> x = bf16_x(static_cast<size_t>(c.k), &rng);
+      if (variant == 1) x[3] = std::ldexp(1.0f, -70);       // tiny: the FMA path
+      if (variant == 2) x[c.k - 1] = 1.0f + std::ldexp(1.0f, -20);  // not bfloat16-exact
+      std::vector<float> want(static_cast<size_t>(c.n));
+      ASSERT_TRUE(grit::cpu::linear_tiles(w, x.data(), 1, bias.data(), 0, grit::cpu::linear_tile_count(c.n),
+                                          want.data())
+                      .ok());
+      std::vector<float> got(want.size(), -1.0f);
+      bool fallback = false;
+      const uint64_t before = grit::cpu::pair_path_calls();
+      ASSERT_TRUE(kt.linear_tiles(plan, x.data(), 1, bias.data(), 0, grit::cpu::linear_tile_count(c.n),
+                                  got.data(), &fallback)
+                      .ok());
+      EXPECT_FALSE(fallback);
+      EXPECT_EQ(grit::cpu::pair_path_calls() - before, variant == 0 ? 1u : 0u) << c.grade << " x variant " << variant;
+      EXPECT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * sizeof(float)))
+          << c.grade << " [" << c.n << ", " << c.k << "] x variant " << variant;
+    }
+  }
 }
 
 }  // namespace

@@ -244,8 +244,9 @@ def test_packed_linear_matches_float64_and_the_reference(isa, grade, dtype):
 @pytest.mark.skipif("avx512_bf16" not in ISAS, reason="this CPU has no AVX512_BF16")
 @pytest.mark.parametrize("grade", ("MXFP4", "MXFP4_RNE"))
 def test_bf16_pair_path_runs_and_returns_the_reference_bits(grade):
-    # Batch 1, bfloat16 activations, a factored nibble grade: avx512_bf16
-    # does two of a chain's FMAs per vdpbf16ps. Planted NaN / 2^-127 / 2^127
+    # bfloat16-exact activations, a factored nibble grade: avx512_bf16 does
+    # two of a chain's FMAs per vdpbf16ps, at batch 1 and in the chunked
+    # path of larger batches. Planted NaN / 2^-127 / 2^127
     # scales, a wide range of activation magnitudes, inf and NaN in x.
     prev = _C._set_cpu_isa("avx512_bf16")
     try:
@@ -255,7 +256,8 @@ def test_bf16_pair_path_runs_and_returns_the_reference_bits(grade):
             x = (torch.randn(shape[1], generator=g)
                  * torch.exp2(torch.randint(-30, 30, (shape[1],), generator=g).float())).bfloat16()
             x[3], x[11] = float("inf"), float("nan")
-            for xi in (x, x[None], x.float()):
+            xb = torch.stack([x, x.flip(0), -x, x.roll(5), x * 2, x.roll(-9), x / 4])  # batch 7: chunks
+            for xi in (x, x[None], x.float(), xb, xb[:2]):
                 before = _C._cpu_pair_path_calls()
                 y = ops.packed_linear(xi, planes, grade, shape)
                 assert _C._cpu_pair_path_calls() > before, (grade, shape, xi.dtype)
@@ -267,7 +269,9 @@ def test_bf16_pair_path_runs_and_returns_the_reference_bits(grade):
         # bfloat16-exact) goes the FMA way, with the same bits.
         shape = SHAPES[grade][1]
         planes = ops.quantize(torch.randn(shape), grade)
-        for x in (torch.randn(1, shape[1]).bfloat16().float().index_fill_(1, torch.tensor([2]), 2.0 ** -70),
+        tiny = torch.randn(3, shape[1]).bfloat16().float()
+        tiny[2, 2] = 2.0 ** -70
+        for x in (tiny[:1].clone().index_fill_(1, torch.tensor([2]), 2.0 ** -70), tiny,
                   torch.randn(1, shape[1])):
             before = _C._cpu_pair_path_calls()
             y = ops.packed_linear(x, planes, grade, shape)

@@ -85,6 +85,8 @@ struct LutW {
 inline LutW make_lutw(const uint16_t w[32]) { return LutW{_mm512_loadu_si512(w)}; }
 inline VI lutw16(VI idx, const LutW& l) { return _mm512_permutexvar_epi16(idx, l.t); }  // low 5 bits
 inline VI i_rol16(VI a) { return _mm512_rol_epi32(a, 16); }
+inline void pw_store(uint32_t* p, VI v) { _mm512_storeu_si512(p, v); }
+inline VI pw_load(const uint32_t* p) { return _mm512_loadu_si512(p); }
 // c + hi(e)*hi(xp) + lo(e)*lo(xp), lane by lane: two FMAs, the high words'
 // first, each rounded to nearest even (DAZ on the words, FTZ on the sums).
 inline VF pair_fma(VI e, const uint32_t* xp, VF c) {

@@ -201,8 +201,8 @@ std::vector<float> bf16_x(size_t count, std::mt19937* rng) {
 }
 
 // avx512_bf16's pair path (two FMAs of a chain per vdpbf16ps) runs for
-// batch-1 factored nibble layers with bfloat16-exact x, and returns the
-// reference's bits; an x it cannot take (not bfloat16-exact, or a tiny
+// factored nibble layers with bfloat16-exact x, batch 1 (registers) and
+// larger (chunks), and returns the reference's bits; an x it cannot take (not bfloat16-exact, or a tiny
 // value its flush to zero could touch) takes the FMA path, same bits.
 TEST(PackedLinearCpu, PairPathReturnsTheReferenceBits) {
   if (!grit::cpu::isa_supported(Isa::kAvx512Bf16)) GTEST_SKIP() << "this CPU has no AVX512_BF16";
@@ -245,24 +245,28 @@ TEST(PackedLinearCpu, PairPathReturnsTheReferenceBits) {
     ASSERT_TRUE(plan.factor) << c.grade;
     std::vector<float> bias(static_cast<size_t>(c.n));
     for (auto& e : bias) e = normal(rng);
-    for (int variant = 0; variant < 3; ++variant) {
-      std::vector<float> x = bf16_x(static_cast<size_t>(c.k), &rng);
-      if (variant == 1) x[3] = std::ldexp(1.0f, -70);       // tiny: the FMA path
-      if (variant == 2) x[c.k - 1] = 1.0f + std::ldexp(1.0f, -20);  // not bfloat16-exact
-      std::vector<float> want(static_cast<size_t>(c.n));
-      ASSERT_TRUE(grit::cpu::linear_tiles(w, x.data(), 1, bias.data(), 0, grit::cpu::linear_tile_count(c.n),
-                                          want.data())
-                      .ok());
-      std::vector<float> got(want.size(), -1.0f);
-      bool fallback = false;
-      const uint64_t before = grit::cpu::pair_path_calls();
-      ASSERT_TRUE(kt.linear_tiles(plan, x.data(), 1, bias.data(), 0, grit::cpu::linear_tile_count(c.n),
-                                  got.data(), &fallback)
-                      .ok());
-      EXPECT_FALSE(fallback);
-      EXPECT_EQ(grit::cpu::pair_path_calls() - before, variant == 0 ? 1u : 0u) << c.grade << " x variant " << variant;
-      EXPECT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * sizeof(float)))
-          << c.grade << " [" << c.n << ", " << c.k << "] x variant " << variant;
+    for (int64_t m : {1, 3, 8}) {
+      for (int variant = 0; variant < 3; ++variant) {
+        std::vector<float> x = bf16_x(static_cast<size_t>(m * c.k), &rng);
+        const size_t last_row = static_cast<size_t>((m - 1) * c.k);
+        if (variant == 1) x[last_row + 3] = std::ldexp(1.0f, -70);  // tiny: the FMA path
+        if (variant == 2) x[last_row + c.k - 1] = 1.0f + std::ldexp(1.0f, -20);  // not bfloat16-exact
+        std::vector<float> want(static_cast<size_t>(m * c.n));
+        ASSERT_TRUE(grit::cpu::linear_tiles(w, x.data(), m, bias.data(), 0, grit::cpu::linear_tile_count(c.n),
+                                            want.data())
+                        .ok());
+        std::vector<float> got(want.size(), -1.0f);
+        bool fallback = false;
+        const uint64_t before = grit::cpu::pair_path_calls();
+        ASSERT_TRUE(kt.linear_tiles(plan, x.data(), m, bias.data(), 0, grit::cpu::linear_tile_count(c.n),
+                                    got.data(), &fallback)
+                        .ok());
+        EXPECT_FALSE(fallback);
+        EXPECT_EQ(grit::cpu::pair_path_calls() - before, variant == 0 ? 1u : 0u)
+            << c.grade << " m=" << m << " x variant " << variant;
+        EXPECT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * sizeof(float)))
+            << c.grade << " [" << c.n << ", " << c.k << "] m=" << m << " x variant " << variant;
+      }
     }
   }
 }

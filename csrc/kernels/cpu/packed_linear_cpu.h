@@ -133,5 +133,11 @@ const KernelTable& avx2_kernels();
 const KernelTable& avx512_kernels();
 const KernelTable& avx512_bf16_kernels();
 
+// Lanes (of `lanes` random ones) where vdpbf16ps differs from two float32
+// FMAs, high words first: the pair path's premise. Only on a CPU with
+// AVX512_BF16; isa_supported(kAvx512Bf16) runs it once (4096 lanes) and
+// refuses the variant on any mismatch.
+uint64_t avx512_bf16_pair_mismatches(uint64_t lanes, uint64_t seed);
+
 }  // namespace cpu
 }  // namespace grit

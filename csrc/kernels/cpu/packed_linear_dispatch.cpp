@@ -47,7 +47,11 @@ bool isa_supported(Isa isa) {
     case Isa::kScalar: return true;
     case Isa::kAvx2: return avx2;
     case Isa::kAvx512: return avx512;
-    case Isa::kAvx512Bf16: return avx512 && __builtin_cpu_supports("avx512bf16");
+    case Isa::kAvx512Bf16: {
+      if (!avx512 || !__builtin_cpu_supports("avx512bf16")) return false;
+      static const bool pairs_are_fmas = avx512_bf16_pair_mismatches(4096, 1) == 0;
+      return pairs_are_fmas;
+    }
   }
   return false;
 #else

@@ -180,6 +180,14 @@ TEST(PackedLinearCpu, RandomPlanesSameBitsAndPoisonedColumnsAreNaN) {
   EXPECT_GT(total_poisoned, 0u);  // random scale bytes do hit NaN codes
 }
 
+// The premise of the pair path, on this CPU: vdpbf16ps is two FMAs, high
+// words first (random lanes; about 1% of them tell the two orders apart).
+TEST(PackedLinearCpu, Bf16PairInstructionIsTwoFmasInOrder) {
+  if (!__builtin_cpu_supports("avx512bf16")) GTEST_SKIP() << "this CPU has no AVX512_BF16";
+  EXPECT_EQ(grit::cpu::avx512_bf16_pair_mismatches(1u << 20, 12345), 0u);
+  EXPECT_TRUE(grit::cpu::isa_supported(Isa::kAvx512Bf16));
+}
+
 // bfloat16-exact x over a wide range of magnitudes (so chains reach
 // large and small sums and the order of the two FMAs of a pair matters),
 // with a few NaN and infinite values.

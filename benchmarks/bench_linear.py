@@ -9,7 +9,8 @@ times
   - torch.ops.aten._weight_int4pack_mm_for_cpu at group 32 (weights packed
     with _convert_weight_to_int4pack_for_cpu, bfloat16 scales and zeros),
     bfloat16 activations;
-  - torch.ops.grit.packed_linear for each GRIT grade, bfloat16 activations.
+  - torch.ops.grit.packed_linear for each GRIT grade, bfloat16 activations,
+    and MXFP4 once more with float32 activations (no pair path for those).
 
 Every row cycles through a set of layers whose float32 weights total at
 least --min-mb (default 512 MB, more than any last-level cache), so each
@@ -113,6 +114,7 @@ def bench_shape(n, k, min_bytes, rounds, results):
     }
     for g in GRADES:
         wbytes["GRIT " + g] = sum(p.numel() for p in grit[g][0])
+    wbytes["GRIT MXFP4 (x f32)"] = wbytes["GRIT MXFP4"]
 
     for m in BATCHES:
         x32 = torch.randn(m, k, generator=gen)
@@ -128,6 +130,11 @@ def bench_shape(n, k, min_bytes, rounds, results):
             rows["GRIT " + g] = ("bfloat16", [
                 lambda pl=pl, g=g: torch.ops.grit.packed_linear(x16, *pl, g, [n, k], None)
                 for pl in grit[g]])
+        # float32 activations are not bfloat16-exact: the FMA route, one
+        # product per instruction (the avx512_bf16 pair path needs bf16 x).
+        rows["GRIT MXFP4 (x f32)"] = ("float32", [
+            lambda pl=pl: torch.ops.grit.packed_linear(x32, *pl, "MXFP4", [n, k], None)
+            for pl in grit["MXFP4"]])
         for name, (xdt, calls) in rows.items():
             t = median_time(calls, rounds)
             results.append(dict(shape="%dx%d" % (n, k), batch=m, row=name, x=xdt, t=t,

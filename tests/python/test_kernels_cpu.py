@@ -241,7 +241,19 @@ def test_packed_linear_matches_float64_and_the_reference(isa, grade, dtype):
                 assert _same_bits(y, want), (isa, grade, shape, batch)
 
 
-@pytest.mark.skipif("avx512_bf16" not in ISAS, reason="this CPU has no AVX512_BF16")
+def test_avx512_bf16_is_refused_where_the_cpu_cannot_run_it():
+    # Where the CPU has no AVX512_BF16 (or its vdpbf16ps failed the start-up
+    # check), the variant is not offered and cannot be forced.
+    if "avx512_bf16" in ISAS:  # offered: then it is the last (best) one listed
+        assert ISAS[-1] == "avx512_bf16" and "avx512" in ISAS
+        return
+    with pytest.raises(ValueError, match="cannot run the avx512_bf16 kernels"):
+        _C._set_cpu_isa("avx512_bf16")
+    assert _C.cpu_isa() != "avx512_bf16"
+
+
+@pytest.mark.skipif("avx512_bf16" not in ISAS,
+                    reason="the pair path exists only on CPUs with AVX512_BF16 (refusal tested above)")
 @pytest.mark.parametrize("grade", ("MXFP4", "MXFP4_RNE"))
 def test_bf16_pair_path_runs_and_returns_the_reference_bits(grade):
     # bfloat16-exact activations, a factored nibble grade: avx512_bf16 does

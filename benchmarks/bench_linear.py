@@ -10,7 +10,9 @@ times
     with _convert_weight_to_int4pack_for_cpu, bfloat16 scales and zeros),
     bfloat16 activations;
   - torch.ops.grit.packed_linear for each GRIT grade, bfloat16 activations,
-    and MXFP4 once more with float32 activations (no pair path for those).
+    and MXFP4 once more with float32 activations (no pair path for those);
+  - torch.ops.grit.packed_linear for seed 001's INT4G32 (binary64 scales,
+    products formed in binary64: its own law, no target), bfloat16 activations.
 
 Every row cycles through a set of layers whose float32 weights total at
 least --min-mb (default 512 MB, more than any last-level cache), so each
@@ -37,6 +39,7 @@ import torch.nn.functional as F
 from torch_grit import _C, ops
 
 GRADES = ("MXFP4", "NVF4", "Q4KS", "I8S24")
+INT4G = "INT4G32"
 DEFAULT_SHAPES = ("4096x4096", "4096x11008", "11008x4096")  # [out, in]
 BATCHES = (1, 8, 32)
 INT4_GROUP = 32
@@ -105,6 +108,8 @@ def bench_shape(n, k, min_bytes, rounds, results):
         # values, distinct memory, so every call still reads from DRAM.
         planes = ops.quantize(w32[0], g)
         grit[g] = [[p.clone() for p in planes] for _ in range(layers)]
+    planes = ops.quantize(w32[0], INT4G)
+    grit[INT4G] = [[p.clone() for p in planes] for _ in range(layers)]
 
     wbytes = {
         "F.linear float32": n * k * 4,
@@ -115,6 +120,7 @@ def bench_shape(n, k, min_bytes, rounds, results):
     for g in GRADES:
         wbytes["GRIT " + g] = sum(p.numel() for p in grit[g][0])
     wbytes["GRIT MXFP4 (x f32)"] = wbytes["GRIT MXFP4"]
+    wbytes[INT4G] = sum(p.numel() for p in grit[INT4G][0])
 
     for m in BATCHES:
         x32 = torch.randn(m, k, generator=gen)
@@ -135,6 +141,8 @@ def bench_shape(n, k, min_bytes, rounds, results):
         rows["GRIT MXFP4 (x f32)"] = ("float32", [
             lambda pl=pl: torch.ops.grit.packed_linear(x32, *pl, "MXFP4", [n, k], None)
             for pl in grit["MXFP4"]])
+        rows[INT4G] = ("bfloat16", [
+            lambda pl=pl: torch.ops.grit.packed_linear(x16, *pl, INT4G, [n, k], None) for pl in grit[INT4G]])
         for name, (xdt, calls) in rows.items():
             t = median_time(calls, rounds)
             results.append(dict(shape="%dx%d" % (n, k), batch=m, row=name, x=xdt, t=t,

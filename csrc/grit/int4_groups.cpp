@@ -1,6 +1,7 @@
 #include "int4_groups.h"
 
 #include <cmath>
+#include <cstring>
 #include <string>
 
 namespace grit {
@@ -13,6 +14,31 @@ int nibble_code(const uint8_t* packed, uint64_t i) {
 
 std::string at(uint64_t i, uint64_t cols) {
   return "row " + std::to_string(i / cols) + ", column " + std::to_string(i % cols);
+}
+
+// Whether any 4-bit code in the bytes is 8 (the reserved -8). Per 64-bit
+// word: t = w ^ 0x88..88 has a zero nibble exactly where w holds 8, and
+// (t - 0x11..11) & ~t & 0x88..88 is nonzero exactly when t has one (no
+// borrow crosses a nonzero nibble below the lowest zero one).
+bool any_nibble_8(const uint8_t* p, uint64_t len) {
+  uint64_t found = 0;
+  uint64_t i = 0;
+  for (; i + 8 <= len; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, p + i, 8);
+    const uint64_t t = w ^ 0x8888888888888888ull;
+    found |= (t - 0x1111111111111111ull) & ~t & 0x8888888888888888ull;
+  }
+  for (; i < len; ++i) found |= (p[i] & 0x0F) == 8 || (p[i] & 0xF0) == 0x80;
+  return found != 0;
+}
+
+// Whether some scale s has a non-finite 7*s (then a code may reconstruct
+// to infinity). The scales are already known finite and positive.
+bool any_group_may_overflow(const double* s, uint64_t n) {
+  bool any = false;
+  for (uint64_t i = 0; i < n; ++i) any |= !(7.0 * s[i] <= 1.7976931348623157e308);
+  return any;
 }
 
 bool ascii_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
@@ -106,8 +132,8 @@ Status int4g_encode(const double* w, uint64_t rows, uint64_t cols, uint64_t grou
   return Status::Ok();
 }
 
-Status int4g_validate(uint64_t rows, uint64_t cols, uint64_t group, const uint8_t* packed,
-                      uint64_t packed_len, const double* scales, uint64_t n_scales) {
+Status int4g_validate_lengths(uint64_t rows, uint64_t cols, uint64_t group, uint64_t packed_len,
+                              uint64_t n_scales) {
   uint64_t n, g;
   Status st = int4g_layout(rows, cols, group, &n, &g);
   if (!st.ok()) return st;
@@ -119,21 +145,47 @@ Status int4g_validate(uint64_t rows, uint64_t cols, uint64_t group, const uint8_
                                                 std::to_string(rows) + " rows x " +
                                                 std::to_string((cols + group - 1) / group) +
                                                 " groups), found " + std::to_string(n_scales));
+  return Status::Ok();
+}
+
+Status int4g_validate_layout(uint64_t rows, uint64_t cols, uint64_t group, const uint8_t* packed,
+                             uint64_t packed_len, uint64_t n_scales) {
+  Status st = int4g_validate_lengths(rows, cols, group, packed_len, n_scales);
+  if (!st.ok()) return st;
+  if ((rows * cols) % 2 == 1 && (packed[packed_len - 1] & 0xF0) != 0)
+    return Status::Fail(Error::kPadding, "the final high nibble is padding and must be 0, found 0x" +
+                                             std::to_string((packed[packed_len - 1] >> 4) & 0xF));
+  return Status::Ok();
+}
+
+Status int4g_validate(uint64_t rows, uint64_t cols, uint64_t group, const uint8_t* packed,
+                      uint64_t packed_len, const double* scales, uint64_t n_scales) {
+  Status st = int4g_validate_layout(rows, cols, group, packed, packed_len, n_scales);
+  if (!st.ok()) return st;
+  const uint64_t g = n_scales;
   for (uint64_t i = 0; i < g; ++i)
     if (!std::isfinite(scales[i]) || !(scales[i] > 0.0))
       return Status::Fail(Error::kBadScale, "scale " + std::to_string(i) +
                                                 " must be finite and positive, found " +
                                                 std::to_string(scales[i]));
-  if (n % 2 == 1 && (packed[packed_len - 1] & 0xF0) != 0)
-    return Status::Fail(Error::kPadding, "the final high nibble is padding and must be 0, found 0x" +
-                                             std::to_string((packed[packed_len - 1] >> 4) & 0xF));
+  // Reserved codes and non-finite reconstructions. A group whose fl(7*s) is
+  // finite cannot overflow (|q| <= 7, rounding is monotone), so one pass
+  // over the bytes and one over the scales clear a valid payload; only when
+  // either finds something does the element walk name the first offender.
+  if (!any_nibble_8(packed, packed_len) && !any_group_may_overflow(scales, g)) return Status::Ok();
   const uint64_t per_row = (cols + group - 1) / group;
-  for (uint64_t i = 0; i < n; ++i) {
-    const int q = nibble_code(packed, i);
-    if (q == -8) return Status::Fail(Error::kReservedCode, "reserved code -8 (nibble 8) at " + at(i, cols));
-    const double s = scales[(i / cols) * per_row + (i % cols) / group];
-    if (!std::isfinite(q * s))
-      return Status::Fail(Error::kNonFinite, "non-finite reconstruction at " + at(i, cols));
+  for (uint64_t r = 0; r < rows; ++r) {
+    for (uint64_t gi = 0; gi < per_row; ++gi) {
+      const double s = scales[r * per_row + gi];
+      const uint64_t c0 = gi * group, c1 = cols - c0 < group ? cols : c0 + group;
+      for (uint64_t c = c0; c < c1; ++c) {
+        const uint64_t i = r * cols + c;
+        const int q = nibble_code(packed, i);
+        if (q == -8) return Status::Fail(Error::kReservedCode, "reserved code -8 (nibble 8) at " + at(i, cols));
+        if (!std::isfinite(q * s))
+          return Status::Fail(Error::kNonFinite, "non-finite reconstruction at " + at(i, cols));
+      }
+    }
   }
   return Status::Ok();
 }
@@ -153,7 +205,10 @@ void int4g_decode_rows(uint64_t rows, uint64_t cols, uint64_t group, const uint8
   for (uint64_t r = row_begin; r < row_end; ++r) {
     const double* s = scales + r * per_row;
     double* o = out + (r - row_begin) * cols;
-    for (uint64_t c = 0; c < cols; ++c) o[c] = nibble_code(packed, r * cols + c) * s[c / group];
+    for (uint64_t gi = 0; gi < per_row; ++gi) {
+      const uint64_t c0 = gi * group, c1 = cols - c0 < group ? cols : c0 + group;
+      for (uint64_t c = c0; c < c1; ++c) o[c] = nibble_code(packed, r * cols + c) * s[gi];
+    }
   }
 }
 

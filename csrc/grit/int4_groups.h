@@ -38,8 +38,18 @@ Status int4g_code(double value, double scale, int* code);
 Status int4g_encode(const double* w, uint64_t rows, uint64_t cols, uint64_t group,
                     std::vector<uint8_t>* packed, std::vector<double>* scales);
 
-// The reader: payload length, scale count, scales, padding, reserved codes
-// and finite reconstructions, each refused with its own error class.
+// The reader's checks that read no byte: layout, payload length, scale
+// count.
+Status int4g_validate_lengths(uint64_t rows, uint64_t cols, uint64_t group, uint64_t packed_len,
+                              uint64_t n_scales);
+
+// Those, then the one byte holding the padding nibble.
+Status int4g_validate_layout(uint64_t rows, uint64_t cols, uint64_t group, const uint8_t* packed,
+                             uint64_t packed_len, uint64_t n_scales);
+
+// The reader: int4g_validate_layout, then the scales, reserved codes and
+// finite reconstructions, each refused with its own error class (the
+// first offender of the first failing check).
 Status int4g_validate(uint64_t rows, uint64_t cols, uint64_t group, const uint8_t* packed,
                       uint64_t packed_len, const double* scales, uint64_t n_scales);
 

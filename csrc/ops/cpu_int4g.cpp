@@ -1,18 +1,21 @@
 // CPU kernels of the grit:: ops for "INT4G<g>": the core's encoder, reader
-// and decoder (csrc/grit/int4_groups.h) and the reference packed-linear
-// kernels of csrc/kernels/cpu/packed_linear_int4g.h behind argument checks
-// and at::parallel_for. Threads own disjoint output elements and every
-// element is reduced in one fixed order, so results do not depend on the
-// thread count.
+// and decoder (csrc/grit/int4_groups.h) and the packed-linear kernels of
+// csrc/kernels/cpu (the active variant's KernelTable::int4g_tiles, the
+// reference's bits; packed_linear_int4g.h for grad_x) behind argument
+// checks and at::parallel_for. Threads own disjoint output elements and
+// every element is reduced in one fixed order, so results do not depend on
+// the thread count or the instruction set.
 #include "ops/int4g_ops.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "grit/int4_groups.h"
+#include "kernels/cpu/packed_linear_cpu.h"
 #include "ops/int4g_args.h"
 #include "ops/op_args.h"
 
@@ -77,8 +80,10 @@ at::Tensor int4g_packed_linear_cpu(const at::Tensor& x, const at::Tensor& data,
   const int64_t n = shape[0], k = shape[1];
   check_activation(op, "x", x, k, "in-features (shape[1])", shape);
   std::vector<double> scales;
-  const grit::cpu::Int4gWeight w =
-      int4g_weight(op, data, scale0, scale1, aux, group, shape, x.device(), &scales);
+  // Codes and scales are checked by the kernel as it reads them; the whole
+  // reader runs only when it asks (and always on the scalar variant).
+  const grit::cpu::Int4gWeight w = int4g_weight(op, data, scale0, scale1, aux, group, shape,
+                                                x.device(), &scales, Int4gCheck::kLayout);
   const bool has_bias = check_bias(op, bias, n, x.device());
   const int64_t m = batch_rows(x);
   const at::Tensor x32 = x.reshape({m, k}).to(at::kFloat).contiguous();
@@ -88,11 +93,22 @@ at::Tensor int4g_packed_linear_cpu(const at::Tensor& x, const at::Tensor& data,
     const float* xp = x32.const_data_ptr<float>();
     const float* bp = has_bias ? b32.const_data_ptr<float>() : nullptr;
     float* yp = y.mutable_data_ptr<float>();
+    grit::cpu::Isa isa;
+    const grit::Status sel = grit::cpu::active_isa(&isa);
+    TORCH_CHECK_VALUE(sel.ok(), op, ": ", sel.message);
+    const grit::cpu::KernelTable& kt = grit::cpu::kernels_for(isa);
     const int64_t tile_work = std::max<int64_t>(1, m * k * grit::cpu::kInt4gTileRows);
     const int64_t grain = std::max<int64_t>(1, kLinearTaskWork / tile_work);
+    std::atomic<bool> suspect{false};
     at::parallel_for(0, grit::cpu::int4g_tile_count(n), grain, [&](int64_t b, int64_t e) {
-      grit::cpu::int4g_linear_tiles(w, xp, m, bp, b, e, yp);
+      bool s = false;
+      const grit::Status st = kt.int4g_tiles(w, xp, m, bp, b, e, yp, &s);
+      TORCH_CHECK(st.ok(), op, ": ", st.message);
+      if (s) suspect.store(true);
     });
+    if (suspect.load()) int4g_require_valid(op, w);
+  } else {
+    int4g_require_valid(op, w);
   }
   return y.to(x.scalar_type()).view(with_last(x.sizes(), n));
 }

@@ -2,6 +2,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <cstdint>
 #include <cstring>
 #include <string>
 
@@ -27,6 +28,12 @@ const char* refused_plane(grit::Error e) {
     default:
       return "plane 'data'";
   }
+}
+
+void refuse(const char* op, const grit::Status& s, const grit::cpu::Int4gWeight& w) {
+  TORCH_CHECK_VALUE(s.ok(), op, ": ", refused_plane(s.code), " does not hold a valid ",
+                    int4g_name(w.group), " matrix of shape [", w.n, ", ", w.k, "]: ", s.message,
+                    " (", grit::error_name(s.code), ")");
 }
 
 }  // namespace
@@ -71,7 +78,8 @@ void check_int4g_shape(const char* op, uint64_t group, c10::IntArrayRef shape) {
 grit::cpu::Int4gWeight int4g_weight(const char* op, const at::Tensor& data,
                                     const at::Tensor& scale0, const at::Tensor& scale1,
                                     const at::Tensor& aux, uint64_t group, c10::IntArrayRef shape,
-                                    c10::Device device, std::vector<double>* scales) {
+                                    c10::Device device, std::vector<double>* scales,
+                                    Int4gCheck check) {
   const std::string name = int4g_name(group);
   check_int4g_shape(op, group, shape);
   const at::Tensor* t[4] = {&data, &scale0, &scale1, &aux};
@@ -94,23 +102,36 @@ grit::cpu::Int4gWeight int4g_weight(const char* op, const at::Tensor& data,
   TORCH_CHECK_VALUE(scale0.numel() % 8 == 0, op, ": plane 'scale0' holds ", name,
                     "'s binary64 scales, 8 bytes each, but has ", scale0.numel(),
                     " bytes (not a multiple of 8)");
-  scales->resize(static_cast<size_t>(scale0.numel() / 8));
-  if (scale0.numel() > 0)
-    std::memcpy(scales->data(), scale0.const_data_ptr<uint8_t>(), static_cast<size_t>(scale0.numel()));
-
   grit::cpu::Int4gWeight w;
+  w.n_scales = static_cast<uint64_t>(scale0.numel() / 8);
+  const uint8_t* raw = scale0.numel() ? scale0.const_data_ptr<uint8_t>() : nullptr;
+  TORCH_CHECK(check != Int4gCheck::kLengths || reinterpret_cast<uintptr_t>(raw) % alignof(double) == 0, op,
+              ": internal error: a device scale plane must be 8-byte aligned here");
+  if (reinterpret_cast<uintptr_t>(raw) % alignof(double) == 0) {
+    w.scales = reinterpret_cast<const double*>(raw);  // in place (torch's storage is aligned)
+  } else {
+    scales->resize(static_cast<size_t>(w.n_scales));
+    std::memcpy(scales->data(), raw, static_cast<size_t>(scale0.numel()));
+    w.scales = scales->data();
+  }
   w.codes = data.numel() ? data.const_data_ptr<uint8_t>() : nullptr;
   w.code_bytes = static_cast<uint64_t>(data.numel());
-  w.scales = scales->data();
-  w.n_scales = scales->size();
   w.n = shape[0];
   w.k = shape[1];
   w.group = group;
-  const grit::Status s = grit::cpu::int4g_check(w);
-  TORCH_CHECK_VALUE(s.ok(), op, ": ", refused_plane(s.code), " does not hold a valid ", name,
-                    " matrix of shape ", shape_str(shape), ": ", s.message, " (",
-                    grit::error_name(s.code), ")");
+  switch (check) {
+    case Int4gCheck::kWhole: int4g_require_valid(op, w); break;
+    case Int4gCheck::kLayout: refuse(op, grit::cpu::int4g_check_layout(w), w); break;
+    case Int4gCheck::kLengths:
+      refuse(op, grit::int4g_validate_lengths(static_cast<uint64_t>(w.n), static_cast<uint64_t>(w.k), w.group,
+                                              w.code_bytes, w.n_scales), w);
+      break;
+  }
   return w;
+}
+
+void int4g_require_valid(const char* op, const grit::cpu::Int4gWeight& w) {
+  refuse(op, grit::cpu::int4g_check(w), w);
 }
 
 }  // namespace grit_ops

@@ -40,13 +40,26 @@ void int4g_plane_bytes(int64_t rows, int64_t cols, uint64_t group, int64_t* code
 // A 2-D [rows, cols] shape with rows, cols >= 1.
 void check_int4g_shape(const char* op, uint64_t group, c10::IntArrayRef shape);
 
+// How much of the core reader int4g_weight runs: all of it; the checks that
+// read no code or scale but the padding byte (for a CPU kernel that checks
+// them as it reads, KernelTable::int4g_tiles); or those that read no byte
+// (for device planes, whose kernels also check the padding). The caller of
+// the last two owes int4g_require_valid when its kernel asks. kLengths
+// planes must have an 8-byte aligned scale plane (it is not read here).
+enum class Int4gCheck { kWhole, kLayout, kLengths };
+
 // The planes of an INT4G matrix, checked: uint8, 1-D, contiguous, on
 // `device`, scale1 and aux empty, scale0 a whole number of binary64
-// values; then the core reader's validation (every refusal names its
-// plane). The scales are copied to `scales` (aligned binary64).
+// values; then the core reader (every refusal names its plane). The scales
+// are read in place, or copied to `scales` where scale0's bytes are not
+// 8-byte aligned.
 grit::cpu::Int4gWeight int4g_weight(const char* op, const at::Tensor& data,
                                     const at::Tensor& scale0, const at::Tensor& scale1,
                                     const at::Tensor& aux, uint64_t group, c10::IntArrayRef shape,
-                                    c10::Device device, std::vector<double>* scales);
+                                    c10::Device device, std::vector<double>* scales,
+                                    Int4gCheck check = Int4gCheck::kWhole);
+
+// The core reader's whole validation; raises as int4g_weight does.
+void int4g_require_valid(const char* op, const grit::cpu::Int4gWeight& w);
 
 }  // namespace grit_ops

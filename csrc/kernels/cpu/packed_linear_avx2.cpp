@@ -8,8 +8,10 @@
 
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "kernels/cpu/packed_linear_cpu.h"
+#include "kernels/cpu/packed_linear_int4g.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 
@@ -218,6 +220,38 @@ inline __attribute__((always_inline)) void load_t16x64_affine(const uint8_t* p, 
   for (int q = 0; q < 4; ++q) load_t16_affine<16>(p + 16 * q, stride, 16, out + 4 * q);
 }
 
+// 16 binary64 lanes (packed_linear_int4g_simd.inc): four ymm, rows 0-3,
+// 4-7, 8-11, 12-15.
+struct VD {
+  __m256d a, b, c, d;
+};
+inline VD d_from_i32(VI x) {
+  return VD{_mm256_cvtepi32_pd(_mm256_castsi256_si128(x.a)), _mm256_cvtepi32_pd(_mm256_extracti128_si256(x.a, 1)),
+            _mm256_cvtepi32_pd(_mm256_castsi256_si128(x.b)), _mm256_cvtepi32_pd(_mm256_extracti128_si256(x.b, 1))};
+}
+inline VD d_load(const double* p) {
+  return VD{_mm256_loadu_pd(p), _mm256_loadu_pd(p + 4), _mm256_loadu_pd(p + 8), _mm256_loadu_pd(p + 12)};
+}
+inline VD d_bcast(const double* p) {
+  const __m256d v = _mm256_broadcast_sd(p);
+  return VD{v, v, v, v};
+}
+inline VD d_mul(VD x, VD y) {
+  return VD{_mm256_mul_pd(x.a, y.a), _mm256_mul_pd(x.b, y.b), _mm256_mul_pd(x.c, y.c), _mm256_mul_pd(x.d, y.d)};
+}
+inline VF d_to_f(VD x) {
+  return VF{_mm256_set_m128(_mm256_cvtpd_ps(x.b), _mm256_cvtpd_ps(x.a)),
+            _mm256_set_m128(_mm256_cvtpd_ps(x.d), _mm256_cvtpd_ps(x.c))};
+}
+inline bool d_scales_ok(VD s) {
+  const __m256d zero = _mm256_setzero_pd(), seven = _mm256_set1_pd(7.0), top = _mm256_set1_pd(1.7976931348623157e308);
+  auto ok = [&](__m256d v) {
+    return _mm256_movemask_pd(_mm256_and_pd(_mm256_cmp_pd(v, zero, _CMP_GT_OQ),
+                                            _mm256_cmp_pd(_mm256_mul_pd(v, seven), top, _CMP_LE_OQ)));
+  };
+  return (ok(s.a) & ok(s.b) & ok(s.c) & ok(s.d)) == 0xF;
+}
+
 // Blocking: 16 ymm registers, two per 16-lane vector: the four chains of
 // one tile and one batch row already take eight.
 constexpr int kGemvTiles = 1;
@@ -225,6 +259,7 @@ constexpr int kGemmBatch = 1;
 constexpr int kGemmTiles = 1;
 
 #include "kernels/cpu/packed_linear_simd.inc"
+#include "kernels/cpu/packed_linear_int4g_simd.inc"
 
 }  // namespace
 }  // namespace cpu
@@ -240,7 +275,7 @@ namespace grit {
 namespace cpu {
 namespace {
 
-const KernelTable kTable{Isa::kAvx2, &simd_linear_entry, &simd_decode_entry};
+const KernelTable kTable{Isa::kAvx2, &simd_linear_entry, &simd_decode_entry, &simd_int4g_entry};
 
 }  // namespace
 

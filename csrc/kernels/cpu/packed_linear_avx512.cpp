@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernels/cpu/packed_linear_cpu.h"
+#include "kernels/cpu/packed_linear_int4g.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 
@@ -192,6 +193,31 @@ inline __attribute__((always_inline)) void load_t16_listed(const uint8_t* base, 
   transpose_lanes(z, out);
 }
 
+// 16 binary64 lanes (packed_linear_int4g_simd.inc): two zmm, rows 0-7 and
+// 8-15.
+struct VD {
+  __m512d a, b;
+};
+inline VD d_from_i32(VI x) {
+  return VD{_mm512_cvtepi32_pd(_mm512_castsi512_si256(x)), _mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(x, 1))};
+}
+inline VD d_load(const double* p) { return VD{_mm512_loadu_pd(p), _mm512_loadu_pd(p + 8)}; }
+inline VD d_bcast(const double* p) {
+  const __m512d v = _mm512_set1_pd(*p);
+  return VD{v, v};
+}
+inline VD d_mul(VD x, VD y) { return VD{_mm512_mul_pd(x.a, y.a), _mm512_mul_pd(x.b, y.b)}; }
+inline VF d_to_f(VD x) {
+  return _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(x.a)), _mm512_cvtpd_ps(x.b), 1);
+}
+inline bool d_scales_ok(VD s) {
+  const __m512d zero = _mm512_setzero_pd(), seven = _mm512_set1_pd(7.0), top = _mm512_set1_pd(1.7976931348623157e308);
+  auto ok = [&](__m512d v) {
+    return _mm512_cmp_pd_mask(v, zero, _CMP_GT_OQ) & _mm512_cmp_pd_mask(_mm512_mul_pd(v, seven), top, _CMP_LE_OQ);
+  };
+  return (ok(s.a) & ok(s.b)) == 0xFF;
+}
+
 // Blocking: 32 zmm registers. Batch 1: one tile at a time (its four
 // chains hide the FMA latency; two tiles in flight measured slower, 353 us
 // against 295 us for MXFP4 4096x4096 on 2 threads). Larger batches: one
@@ -203,6 +229,7 @@ constexpr int kGemmBatch = 6;
 constexpr int kGemmTiles = 1;
 
 #include "kernels/cpu/packed_linear_simd.inc"
+#include "kernels/cpu/packed_linear_int4g_simd.inc"
 
 // bfloat16 bits of a random value for the pair check: x-like (exponent
 // -60..60, 8 significant bits) or e-like (an FP4 value or an int8).
@@ -270,8 +297,9 @@ namespace grit {
 namespace cpu {
 namespace {
 
-const KernelTable kTable{Isa::kAvx512, &simd_linear_entry, &simd_decode_entry};
-const KernelTable kBf16Table{Isa::kAvx512Bf16, &simd_linear_pairs_entry, &simd_decode_entry};
+const KernelTable kTable{Isa::kAvx512, &simd_linear_entry, &simd_decode_entry, &simd_int4g_entry};
+const KernelTable kBf16Table{Isa::kAvx512Bf16, &simd_linear_pairs_entry, &simd_decode_entry,
+                              &simd_int4g_entry};
 
 }  // namespace
 

@@ -24,6 +24,7 @@
 #include <cstdint>
 
 #include "grit/linear_law.h"
+#include "kernels/cpu/packed_linear_int4g.h"
 #include "kernels/cpu/packed_linear_ref.h"
 
 namespace grit {
@@ -111,6 +112,15 @@ struct KernelTable {
   // the variant's own decoder, for the tests that prove it bit-exact.
   Status (*decode_tiles)(const LinearPlan& p, int64_t tile_begin, int64_t tile_end, float* out,
                          bool* fallback);
+  // INT4G (packed_linear_int4g.h): y for the tiles' rows, the bits of
+  // int4g_linear_tiles. The planes need only have passed int4g_check_layout:
+  // a variant checks codes and scales as it reads them and sets *suspect
+  // when a tile meets a reserved code or a scale s without 0 < s and finite
+  // 7*s (the scalar variant checks nothing and always sets it). The caller
+  // must then run int4g_check: on a refusal y is garbage; on a pass it is
+  // right (a huge scale whose codes stay finite is valid).
+  Status (*int4g_tiles)(const Int4gWeight& w, const float* x, int64_t m, const float* bias,
+                        int64_t tile_begin, int64_t tile_end, float* y, bool* suspect);
 };
 
 const KernelTable& kernels_for(Isa isa);  // isa must be supported

@@ -13,6 +13,11 @@ Status int4g_check(const Int4gWeight& w) {
                         w.code_bytes, w.scales, w.n_scales);
 }
 
+Status int4g_check_layout(const Int4gWeight& w) {
+  return int4g_validate_layout(static_cast<uint64_t>(w.n), static_cast<uint64_t>(w.k), w.group,
+                               w.codes, w.code_bytes, w.n_scales);
+}
+
 void int4g_rows(const Int4gWeight& w, int64_t row_begin, int64_t row_end, double* out) {
   int4g_decode_rows(static_cast<uint64_t>(w.n), static_cast<uint64_t>(w.k), w.group, w.codes,
                     w.scales, static_cast<uint64_t>(row_begin), static_cast<uint64_t>(row_end), out);

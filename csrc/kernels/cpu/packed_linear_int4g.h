@@ -1,8 +1,9 @@
 // Reference CPU kernels of packed_linear for seed 001's int4 row groups
 // ("INT4G<g>", csrc/grit/int4_groups.h). Torch-free (raw pointers, sizes)
 // and single-threaded: the caller partitions the work into disjoint output
-// elements, so no result depends on how it does. There is no fast
-// (SIMD) variant: the AVX kernels decode GRIT grades only.
+// elements, so no result depends on how it does. The SIMD variants
+// (KernelTable::int4g_tiles, packed_linear_int4g_simd.inc) return these
+// kernels' bits.
 //
 // W [n, k] takes exactly the binary64 values the core decodes (code times
 // its group's binary64 scale); a tile of rows is decoded at a time, never W
@@ -11,7 +12,8 @@
 // from the binary32 activation and the binary64 weight and rounded once to
 // binary32; the products are added to a +0.0 binary32 accumulator in one
 // fixed order (ascending k for y, ascending n for grad_x); a bias is added
-// last, in binary32. Compiled with -ffp-contract=off (no FMA).
+// last, in binary32; a NaN result is the canonical 0x7FC00000. Compiled
+// with -ffp-contract=off (no FMA).
 #pragma once
 
 #include <cstdint>
@@ -38,6 +40,10 @@ inline int64_t int4g_tile_count(int64_t n) { return (n + kInt4gTileRows - 1) / k
 
 // The core reader's validation of the planes (every refusal class).
 Status int4g_check(const Int4gWeight& w);
+// Its checks that need no pass over the planes (layout, lengths, padding):
+// enough for a kernel that checks codes and scales as it reads them
+// (KernelTable::int4g_tiles).
+Status int4g_check_layout(const Int4gWeight& w);
 
 // Rows [row_begin, row_end) of W, binary64, row-major into out. w must have
 // passed int4g_check.

@@ -2,10 +2,15 @@
 // and of the reference kernel's grad_x (binary32 decoded weights). Each
 // product x * w is taken in W's precision and rounded to binary32, then
 // added to a +0.0 binary32 accumulator in one fixed order: ascending k for
-// y, ascending n for grad_x; a bias is added last.
+// y, ascending n for grad_x; a bias is added last. A NaN y is the canonical
+// 0x7FC00000 (which NaN an operation passes on is the hardware's choice of
+// operand order, not the law's), as in grit/linear_law.h.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+
+#include "grit/format.h"
 
 namespace grit {
 namespace cpu {
@@ -37,7 +42,10 @@ void accumulate_tile(const W* wt, int64_t k, const float* x, int64_t m, const fl
       }
     }
     float* yi = y + i * n + r0;
-    for (int64_t j = 0; j < nr; ++j) yi[j] = bias != nullptr ? acc[j] + bias[r0 + j] : acc[j];
+    for (int64_t j = 0; j < nr; ++j) {
+      const float v = bias != nullptr ? acc[j] + bias[r0 + j] : acc[j];
+      yi[j] = std::isnan(v) ? canonical_nan() : v;
+    }
   }
 }
 

@@ -9,9 +9,11 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "grit/int4_groups.h"
+#include "kernels/cpu/packed_linear_cpu.h"
 #include "kernels/cpu/packed_linear_int4g.h"
 
 namespace {
@@ -93,4 +95,142 @@ TEST(PackedLinearInt4g, GradInputIsTheDocumentedOrder) {
         acc = acc + static_cast<float>(static_cast<double>(gy[i * n + j]) * w[j * k + kk]);
       EXPECT_TRUE(same_bits(gx[i * k + kk], acc)) << i << "," << kk;
     }
+}
+
+// Every instruction-set variant's INT4G kernel (KernelTable::int4g_tiles)
+// returns the reference kernel's bits on ragged shapes, odd and even row
+// lengths, group sizes that do and do not divide the row, batch 1 to 7,
+// with and without bias, and activations holding NaN, infinities, zeros of
+// both signs, subnormals and values near the binary32 limits; and it says
+// when the planes need the core's reader.
+namespace {
+
+std::vector<grit::cpu::Isa> supported_isas() {
+  std::vector<grit::cpu::Isa> out;
+  for (grit::cpu::Isa i : grit::cpu::kAllIsas)
+    if (grit::cpu::isa_supported(i)) out.push_back(i);
+  return out;
+}
+
+std::vector<float> hostile_x(size_t count, uint32_t seed) {
+  std::vector<float> x = randf(count, seed);
+  const float special[] = {NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 1e-45f, -3e-39f, 3.4e38f, -3.0e38f, 1e-30f};
+  for (size_t i = 0; i < count; i += 37) x[i] = special[(i / 37) % 10];
+  return x;
+}
+
+// The variant's y and whether it asked for the reader, over two disjoint
+// tile ranges as two threads would run them.
+bool variant_y(grit::cpu::Isa isa, const grit::cpu::Int4gWeight& w, const std::vector<float>& x,
+               int64_t m, const float* bias, std::vector<float>* y) {
+  const grit::cpu::KernelTable& kt = grit::cpu::kernels_for(isa);
+  const int64_t tiles = grit::cpu::int4g_tile_count(w.n);
+  bool suspect = false;
+  EXPECT_TRUE(kt.int4g_tiles(w, x.data(), m, bias, 0, tiles / 2, y->data(), &suspect).ok());
+  EXPECT_TRUE(kt.int4g_tiles(w, x.data(), m, bias, tiles / 2, tiles, y->data(), &suspect).ok());
+  return suspect;
+}
+
+}  // namespace
+
+TEST(PackedLinearInt4g, EveryVariantReturnsTheReferenceBits) {
+  const int64_t shapes[][3] = {{1, 2, 1},    {15, 6, 4},    {16, 8, 3},     {17, 30, 7},  {33, 32, 32},
+                               {40, 34, 5},  {16, 130, 32}, {31, 256, 128}, {18, 258, 100}, {16, 384, 64},
+                               {48, 520, 32}, {5, 7, 3},     {17, 131, 32}};
+  for (grit::cpu::Isa isa : supported_isas()) {
+    for (const auto& sh : shapes) {
+      const int64_t n = sh[0], k = sh[1];
+      Packed p = pack(n, k, static_cast<uint64_t>(sh[2]), static_cast<uint32_t>(n * 131 + k));
+      for (int64_t m : {1, 2, 7}) {
+        const std::vector<float> x = hostile_x(static_cast<size_t>(m * k), static_cast<uint32_t>(k + m));
+        const std::vector<float> bias = randf(static_cast<size_t>(n), 9);
+        for (const float* b : {static_cast<const float*>(nullptr), bias.data()}) {
+          std::vector<float> want(static_cast<size_t>(m * n), -1.0f), got(want.size(), -2.0f);
+          grit::cpu::int4g_linear_tiles(p.w, x.data(), m, b, 0, grit::cpu::int4g_tile_count(n), want.data());
+          const bool suspect = variant_y(isa, p.w, x, m, b, &got);
+          // Valid planes: only the scalar variant and odd rows ask for the reader.
+          EXPECT_EQ(suspect, isa == grit::cpu::Isa::kScalar || k % 2 == 1)
+              << grit::cpu::isa_name(isa) << " " << n << "x" << k;
+          for (size_t i = 0; i < want.size(); ++i)
+            ASSERT_TRUE(same_bits(got[i], want[i]))
+                << grit::cpu::isa_name(isa) << " " << n << "x" << k << " g" << sh[2] << " m" << m << " at "
+                << i << ": " << got[i] << " vs " << want[i];
+        }
+      }
+    }
+  }
+}
+
+TEST(PackedLinearInt4g, VariantsAskForTheReaderOnEveryBadCodeOrScale) {
+  const int64_t n = 33, k = 264;
+  const uint64_t g = 32;
+  const std::vector<float> x = randf(static_cast<size_t>(k), 11);
+  for (grit::cpu::Isa isa : supported_isas()) {
+    if (isa == grit::cpu::Isa::kScalar) continue;
+    std::vector<float> y(static_cast<size_t>(n));
+    // A reserved code at every row/column position class: first and last
+    // row, first, middle and last column (low and high nibble).
+    for (const int64_t idx : {int64_t{0}, int64_t{1}, 7 * k + 131, n * k - 2, n * k - 1, 32 * k + 255}) {
+      Packed p = pack(n, k, g, 21);
+      p.codes[static_cast<size_t>(idx / 2)] = static_cast<uint8_t>(
+          (p.codes[static_cast<size_t>(idx / 2)] & (idx % 2 ? 0x0F : 0xF0)) | (8 << (4 * (idx % 2))));
+      ASSERT_EQ(grit::cpu::int4g_check(p.w).code, grit::Error::kReservedCode);
+      EXPECT_TRUE(variant_y(isa, p.w, x, 1, nullptr, &y)) << grit::cpu::isa_name(isa) << " code " << idx;
+    }
+    for (const double bad : {0.0, -1.0, double{INFINITY}, double{NAN}, 1e308}) {
+      for (const size_t at : {size_t{0}, size_t{8 * 9 + 3}, size_t{n * 9 - 1}}) {
+        Packed p = pack(n, k, g, 22);
+        p.scales[at] = bad;
+        EXPECT_TRUE(variant_y(isa, p.w, x, 1, nullptr, &y)) << grit::cpu::isa_name(isa) << " scale " << bad;
+      }
+    }
+    // 7*s overflows but the group's codes stay at +-1: valid, the reader
+    // is asked, and y is still the reference's.
+    Packed p = pack(n, k, g, 23);
+    for (int64_t c = 64; c < 96; ++c) {
+      const int64_t i = 5 * k + c;
+      uint8_t& byte = p.codes[static_cast<size_t>(i / 2)];
+      byte = static_cast<uint8_t>((byte & (i % 2 ? 0x0F : 0xF0)) | ((c % 2 ? 1 : 0xF) << (4 * (i % 2))));
+    }
+    p.scales[5 * 9 + 2] = 1e308;
+    ASSERT_TRUE(grit::cpu::int4g_check(p.w).ok());
+    std::vector<float> want(static_cast<size_t>(n));
+    grit::cpu::int4g_linear_tiles(p.w, x.data(), 1, nullptr, 0, grit::cpu::int4g_tile_count(n), want.data());
+    EXPECT_TRUE(variant_y(isa, p.w, x, 1, nullptr, &y));
+    for (int64_t j = 0; j < n; ++j) EXPECT_TRUE(same_bits(y[j], want[j])) << j;
+  }
+}
+
+// The reader's one-pass clearance names the same first offender as a
+// plain element walk, for payloads with planted reserved codes and
+// overflowing groups anywhere.
+TEST(PackedLinearInt4g, ReaderNamesTheFirstOffender) {
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 300; ++trial) {
+    const int64_t n = 1 + static_cast<int64_t>(rng() % 9), k = 1 + static_cast<int64_t>(rng() % 40);
+    const uint64_t g = 1 + rng() % 12;
+    Packed p = pack(n, k, g, static_cast<uint32_t>(trial));
+    const int plants = static_cast<int>(rng() % 3);
+    for (int i = 0; i < plants; ++i) {
+      const uint64_t at = rng() % static_cast<uint64_t>(n * k);
+      uint8_t& byte = p.codes[at / 2];
+      byte = static_cast<uint8_t>((byte & (at % 2 ? 0x0F : 0xF0)) | (8u << (4 * (at % 2))));
+    }
+    if (rng() % 2) p.scales[rng() % p.scales.size()] = 1e308;
+    const uint64_t per_row = (static_cast<uint64_t>(k) + g - 1) / g;
+    std::string want;
+    for (int64_t i = 0; i < n * k && want.empty(); ++i) {
+      const int nib = (p.codes[static_cast<size_t>(i / 2)] >> (4 * (i % 2))) & 0xF;
+      const int q = nib >= 8 ? nib - 16 : nib;
+      const double s = p.scales[static_cast<size_t>((i / k) * static_cast<int64_t>(per_row) + (i % k) / static_cast<int64_t>(g))];
+      const std::string where = "row " + std::to_string(i / k) + ", column " + std::to_string(i % k);
+      if (q == -8) want = "reserved code -8 (nibble 8) at " + where;
+      else if (!std::isfinite(q * s)) want = "non-finite reconstruction at " + where;
+    }
+    const grit::Status st = grit::cpu::int4g_check(p.w);
+    if (want.empty())
+      EXPECT_TRUE(st.ok()) << st.message;
+    else
+      EXPECT_EQ(st.message, want) << "trial " << trial;
+  }
 }

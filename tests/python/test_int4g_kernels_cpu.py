@@ -1,0 +1,124 @@
+"""INT4G packed_linear on every CPU instruction-set variant.
+
+The vector variants (KernelTable::int4g_tiles, csrc/kernels/cpu/packed_linear_int4g_simd.inc)
+form the same binary64 weights and products and add them in the same order as the
+reference kernel, so every variant returns the scalar variant's bits; they check
+codes and scales as they read them, and a payload the reader refuses is refused
+with the reader's own message.
+"""
+
+import pytest
+import torch
+
+from torch_grit import _C, ops
+
+ISAS = tuple(_C.cpu_isas_supported())
+DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+# [rows, cols, group]: partial 16-row tiles, rows of 128+ columns (the wide
+# load), tails of 2..30 columns, groups that do not divide the row, an odd row
+# length (rows start mid-byte: the reference kernel on every variant).
+CASES = ((40, 264, 32), (17, 130, 7), (33, 1000, 128), (16, 6, 4), (5, 2, 1), (18, 131, 32))
+
+
+def _bits(t):
+    return t.view(torch.int32) if t.dtype == torch.float32 else t.view(torch.int16)
+
+
+def _x(shape, dtype, seed):
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(seed))
+    flat = x.view(-1)
+    flat[::29] = float("nan")
+    flat[3::31] = float("inf")
+    flat[5::37] = -float("inf")
+    flat[7::41] = 0.0
+    return x.to(dtype)
+
+
+def _linear(isa, *args):
+    previous = _C._set_cpu_isa(isa)
+    try:
+        return torch.ops.grit.packed_linear(*args)
+    finally:
+        _C._set_cpu_isa(previous)
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rows, cols, group", CASES)
+def test_every_variant_returns_the_scalar_bits(isa, dtype, rows, cols, group):
+    grade = "INT4G%d" % group
+    planes = ops.quantize(torch.randn(rows, cols, generator=torch.Generator().manual_seed(rows)), grade)
+    bias = torch.randn(rows).to(dtype)
+    for batch in ((1, cols), (3, cols), (2, 4, cols)):
+        x = _x(batch, dtype, cols + len(batch))
+        for b in (None, bias):
+            want = _linear("scalar", x, *planes, grade, [rows, cols], b)
+            got = _linear(isa, x, *planes, grade, [rows, cols], b)
+            assert got.dtype == dtype and got.shape == want.shape
+            assert torch.equal(_bits(got), _bits(want)), (isa, batch, b is None)
+
+
+def _bad_planes():
+    """(name, codes, scales) for a 20 x 64 INT4G16 matrix, each refused by the reader."""
+    codes, scales = ops.quantize(torch.randn(20, 64, generator=torch.Generator().manual_seed(1)), "INT4G16")[:2]
+    s = scales.view(torch.float64)
+    out = []
+    for name, at in (("reserved_low", 0), ("reserved_high", 19 * 64 + 63), ("reserved_mid", 7 * 64 + 33)):
+        c = codes.clone()
+        byte = at // 2
+        c[byte] = (int(c[byte]) & (0x0F if at % 2 else 0xF0)) | (8 << (4 * (at % 2)))
+        out.append((name, c, scales))
+    for name, v, at in (("zero_scale", 0.0, 0), ("negative_scale", -2.0, 41), ("nan_scale", float("nan"), 79),
+                        ("inf_scale", float("inf"), 17)):
+        t = s.clone()
+        t[at] = v
+        out.append((name, codes, t.view(torch.uint8)))
+    t = s.clone()
+    t[6] = 1e308  # 7 * 1e308 overflows and the group's codes reach beyond +-1
+    out.append(("non_finite", codes, t.view(torch.uint8)))
+    return out
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_refusals_carry_the_readers_message(isa):
+    empty = torch.empty(0, dtype=torch.uint8)
+    x = torch.randn(2, 64)
+    for name, codes, scales in _bad_planes():
+        with pytest.raises(ValueError) as want:
+            torch.ops.grit.check(codes, scales, empty, empty, "INT4G16", [20, 64])
+        with pytest.raises(ValueError) as got:
+            _linear(isa, x, codes, scales, empty, empty, "INT4G16", [20, 64], None)
+        assert str(got.value).split("\n")[0] == str(want.value).split("\n")[0].replace(
+            "grit::check", "grit::packed_linear"), name
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_a_huge_scale_that_stays_finite_is_valid(isa):
+    """7 * s overflows, but the group holds only codes -1, 0 and 1: the planes are valid
+    (the vector kernel asks the reader, which agrees) and y is the scalar variant's."""
+    w = torch.randn(20, 64, generator=torch.Generator().manual_seed(2))
+    codes, scales, s1, aux = ops.quantize(w, "INT4G16")
+    c = codes.clone()
+    c[5 * 32: 5 * 32 + 8] = 0x1F  # row 5, columns 0-15: codes -1 and 1
+    s = scales.view(torch.float64).clone()
+    s[5 * 4] = 1e308
+    planes = (c, s.view(torch.uint8), s1, aux)
+    assert torch.ops.grit.check(*planes, "INT4G16", [20, 64])
+    x = torch.randn(3, 64)
+    want = _linear("scalar", x, *planes, "INT4G16", [20, 64], None)
+    got = _linear(isa, x, *planes, "INT4G16", [20, 64], None)
+    assert torch.equal(_bits(got), _bits(want))
+    assert not torch.isfinite(got[:, 5]).any()  # +-1e308 products overflow binary32
+
+
+def test_misaligned_scale_plane_is_read_correctly():
+    """A scale plane at an odd byte offset is copied, not read in place."""
+    planes = ops.quantize(torch.randn(17, 40), "INT4G8")
+    buf = torch.empty(planes[1].numel() + 1, dtype=torch.uint8)
+    buf[1:] = planes[1]
+    odd = buf[1:]
+    assert odd.data_ptr() % 8 != 0
+    x = torch.randn(2, 40)
+    want = torch.ops.grit.packed_linear(x, *planes, "INT4G8", [17, 40], None)
+    got = torch.ops.grit.packed_linear(x, planes[0], odd, planes[2], planes[3], "INT4G8", [17, 40], None)
+    assert torch.equal(got, want)

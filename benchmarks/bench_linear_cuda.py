@@ -5,7 +5,8 @@ A benchmark, not a test: one markdown table. Shapes [out, in] 4096x4096,
 whose float32 weights total at least --min-mb (default 1024 MB, far more
 than the GPU's L2), timed with CUDA events. Rows: F.linear float32,
 F.linear bfloat16, torch.ops.aten._weight_int4pack_mm (group 32, when this
-torch has it for CUDA), and grit packed_linear per grade (bfloat16 x).
+torch has it for CUDA), and grit packed_linear per grade and for seed 001's
+INT4G32 (binary64 scales and products; bfloat16 x).
 Columns: median time per call, speedup over float32 F.linear and bfloat16
 F.linear, weight bytes per call / time, and that as a share of the device
 read bandwidth measured in the same run.
@@ -22,7 +23,7 @@ import torch.nn.functional as F
 
 from torch_grit import ops
 
-GRADES = ("MXFP4", "NVF4", "Q4KS", "I8S24")
+GRADES = ("MXFP4", "NVF4", "Q4KS", "I8S24", "INT4G32")
 
 
 def timed(calls, rounds):
@@ -101,7 +102,7 @@ def main():
             else:
                 rows.append(("aten int4 (g32)", nb, calls))
             for g in GRADES:
-                rows.append(("GRIT " + g, sum(p.numel() for p in grit[g][0]),
+                rows.append((g if g.startswith("INT4G") else "GRIT " + g, sum(p.numel() for p in grit[g][0]),
                              [lambda pl=pl, g=g: torch.ops.grit.packed_linear(x16, *pl, g, [n, k], None)
                               for pl in grit[g]]))
             times = {name: timed(c, args.rounds) for name, _, c in rows}

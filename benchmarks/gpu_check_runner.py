@@ -3,7 +3,7 @@ GPU machine has no network): a stand-in `pytest` module that knows
 mark.parametrize, mark.skipif, fixture, raises and approx-free asserts,
 then every test_* function with every parameter combination.
 
-    python benchmarks/gpu_check_runner.py tests/python/test_kernels_cuda.py
+    python benchmarks/gpu_check_runner.py tests/python/test_kernels_cuda.py tests/python/test_int4g_cuda.py
 """
 
 import contextlib
@@ -37,11 +37,16 @@ def _stub():
     pt.mark = Mark()
     pt.fixture = lambda *a, **k: (a[0] if a and callable(a[0]) else (lambda fn: fn))
 
+    class ExcInfo:
+        value = None
+
     @contextlib.contextmanager
     def raises(exc, match=None):
+        info = ExcInfo()
         try:
-            yield
+            yield info
         except exc as e:
+            info.value = e
             if match and not re.search(match, str(e)):
                 raise AssertionError("%r does not match %r" % (str(e), match))
         else:
@@ -51,10 +56,19 @@ def _stub():
     return pt
 
 
-def main(path):
+def main(paths):
     sys.modules["pytest"] = _stub()
+    passed = failed = skipped = 0
+    for path in paths:
+        p, f, s = run_module(path)
+        passed, failed, skipped = passed + p, failed + f, skipped + s
+    print("%d passed, %d failed, %d skipped (stand-in runner, no pytest)" % (passed, failed, skipped))
+    return 1 if failed else 0
+
+
+def run_module(path):
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
-    spec = importlib.util.spec_from_file_location("under_test", path)
+    spec = importlib.util.spec_from_file_location(os.path.basename(path)[:-3], path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     skip_all = getattr(getattr(mod, "pytestmark", None), "_skip", None)
@@ -73,11 +87,10 @@ def main(path):
                 passed += 1
             except Exception:  # noqa: BLE001
                 failed += 1
-                print("FAILED %s%s" % (name, kwargs))
+                print("FAILED %s::%s%s" % (path, name, kwargs))
                 traceback.print_exc()
-    print("%d passed, %d failed, %d skipped (stand-in runner, no pytest)" % (passed, failed, skipped))
-    return 1 if failed else 0
+    return passed, failed, skipped
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(sys.argv[1:]))

@@ -3,7 +3,8 @@
 // has CUDA (setup.py).
 //
 // packed_linear and dequantize run on the device for every grade with a fast
-// decoder (the reference grades and their siblings). Other grades, and
+// decoder (the reference grades and their siblings) and for INT4G
+// (cuda_int4g.h). Other grades, and
 // quantize and packed_linear_grad_input, run the CPU kernels on host copies
 // (a host round trip, said once by a warning): their results are the CPU's.
 #include <ATen/ATen.h>
@@ -15,6 +16,8 @@
 
 #include "kernels/cpu/packed_linear_cpu.h"
 #include "kernels/cuda/packed_linear_cuda.h"
+#include "ops/cuda_int4g.h"
+#include "ops/int4g_args.h"
 #include "ops/op_args.h"
 
 namespace grit_ops {
@@ -78,6 +81,8 @@ at::Tensor packed_linear_cuda(const at::Tensor& x, const at::Tensor& data, const
                               c10::string_view grade_text, c10::IntArrayRef shape,
                               const std::optional<at::Tensor>& bias) {
   const char* op = "grit::packed_linear";
+  if (const uint64_t g = int4g_group_arg(op, grade_text))
+    return int4g_packed_linear_cuda(x, data, scale0, scale1, aux, g, shape, bias);
   const auto grade = grade_arg(op, grade_text);
   check_weight_shape(op, *grade, shape);
   const int64_t n = shape[0], k = shape[1];
@@ -123,6 +128,8 @@ at::Tensor dequantize_cuda(const at::Tensor& data, const at::Tensor& scale0, con
                            const at::Tensor& aux, c10::string_view grade_text, c10::IntArrayRef shape,
                            at::ScalarType dtype) {
   const char* op = "grit::dequantize";
+  if (const uint64_t g = int4g_group_arg(op, grade_text))
+    return int4g_dequantize_cuda(data, scale0, scale1, aux, g, shape, dtype);
   const auto grade = grade_arg(op, grade_text);
   TORCH_CHECK_TYPE(at::isFloatingType(dtype), op, ": argument 'dtype' must be a floating dtype, found ", dtype);
   const c10::cuda::CUDAGuard guard(data.device());
@@ -187,6 +194,7 @@ at::Tensor packed_linear_grad_input_cuda(const at::Tensor& grad_y, const at::Ten
 bool check_cuda(const at::Tensor& data, const at::Tensor& scale0, const at::Tensor& scale1,
                 const at::Tensor& aux, c10::string_view grade_text, c10::IntArrayRef shape) {
   const char* op = "grit::check";
+  if (const uint64_t g = int4g_group_arg(op, grade_text)) return int4g_check_cuda(data, scale0, scale1, aux, g, shape);
   const auto grade = grade_arg(op, grade_text);
   plane_args(op, data, scale0, scale1, aux, *grade, shape, data.device());
   return true;

@@ -8,6 +8,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/packed_linear_cuda.h"
 
 namespace grit {
@@ -21,8 +22,6 @@ struct Tables {
   float s0[256];
   float zp[256];
 };
-
-__device__ __forceinline__ float canon(float v) { return v != v ? __int_as_float(0x7FC00000) : v; }
 
 __device__ __forceinline__ float e8m0(uint32_t c) {
   if (c == 0) return __int_as_float(0x00400000);  // 2^-127
@@ -123,24 +122,6 @@ __device__ __forceinline__ int decode_unit(const Plan& p, const Tables& t, float
   }
   return nc;
 }
-
-template <class T>
-__device__ __forceinline__ float to_f(T v);
-template <>
-__device__ __forceinline__ float to_f<float>(float v) { return v; }
-template <>
-__device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <>
-__device__ __forceinline__ float to_f<__half>(__half v) { return __half2float(v); }
-
-template <class T>
-__device__ __forceinline__ T from_f(float v);
-template <>
-__device__ __forceinline__ float from_f<float>(float v) { return v; }
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
-template <>
-__device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
 
 // 32 (or 16) activations of one batch row as float; p is 16-byte aligned
 // (the wrapper passes contiguous x with k a multiple of 16).

@@ -16,6 +16,7 @@
 
 #include "grit/int4_groups.h"
 #include "kernels/cpu/packed_linear_cpu.h"
+#include "ops/grad_input_blocks.h"
 #include "ops/int4g_args.h"
 #include "ops/op_args.h"
 
@@ -130,19 +131,14 @@ at::Tensor int4g_packed_linear_grad_input_cpu(const at::Tensor& grad_y, const at
     const at::Tensor gy = grad_y.reshape({m, n}).to(at::kFloat).contiguous();
     const float* gyp = gy.const_data_ptr<float>();
     float* gxp = gx.mutable_data_ptr<float>();
-    std::vector<double> rows(static_cast<size_t>(std::min(n, kGradTileRows) * k));
-    // Tiles of W in ascending row order; within a tile threads own disjoint
-    // batch rows, so every grad_x element adds its n products in order.
-    for (int64_t r0 = 0; r0 < n; r0 += kGradTileRows) {
-      const int64_t r1 = std::min(n, r0 + kGradTileRows);
-      grit::cpu::int4g_rows(w, r0, r1, rows.data());
-      const int64_t row_work = std::max<int64_t>(1, (r1 - r0) * k);
-      at::parallel_for(0, m, std::max<int64_t>(1, kLinearTaskWork / row_work),
-                       [&](int64_t b, int64_t e) {
-                         grit::cpu::int4g_grad_input_accumulate(w, gyp, rows.data(), r0, r1, b,
-                                                                e, gxp);
-                       });
-    }
+    grad_input_blocks<double>(
+        n, k, m,
+        [&](int64_t r0, int64_t r1, double* out) {
+          at::parallel_for(r0, r1, 8, [&](int64_t b, int64_t e) { grit::cpu::int4g_rows(w, b, e, out + (b - r0) * k); });
+        },
+        [&](int64_t r0, int64_t r1, const double* rows, int64_t c0, int64_t c1) {
+          grit::cpu::int4g_grad_input_accumulate(w, gyp, rows, r0, r1, 0, m, c0, c1, gxp);
+        });
   }
   return gx.to(grad_y.scalar_type()).view(with_last(grad_y.sizes(), k));
 }

@@ -4,7 +4,8 @@
 // start-up (packed_linear_cpu.h; GRIT_CPU_ISA overrides), every variant
 // bit-identical to the reference. Threads split the output into disjoint
 // 16-row tiles and every element is reduced in one fixed order, so results
-// do not depend on the thread count.
+// do not depend on the thread count. The backward decodes W with the same
+// variant's decoder, a block of rows at a time (grad_input_blocks.h).
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/library.h>
@@ -14,6 +15,7 @@
 
 #include "kernels/cpu/packed_linear_cpu.h"
 #include "kernels/cpu/packed_linear_ref.h"
+#include "ops/grad_input_blocks.h"
 #include "ops/int4g_args.h"
 #include "ops/int4g_ops.h"
 #include "ops/op_args.h"
@@ -104,19 +106,38 @@ at::Tensor packed_linear_grad_input_cpu(const at::Tensor& grad_y, const at::Tens
     w.k = k;
     const float* gyp = gy.const_data_ptr<float>();
     float* gxp = gx.mutable_data_ptr<float>();
-    std::vector<float> rows(static_cast<size_t>(std::min(n, kGradTileRows) * k));
+    grit::cpu::Isa isa;
+    const grit::Status sel = grit::cpu::active_isa(&isa);
+    TORCH_CHECK_VALUE(sel.ok(), op, ": ", sel.message);
+    grit::cpu::LinearPlan plan;
+    grit::cpu::make_plan(w, &plan);
+    const grit::cpu::KernelTable& kt = grit::cpu::kernels_for(isa);
+    // The variant's decoder (the reference decode's bits), tiles in
+    // parallel; the scalar variant, a grade without a fast decoder, and
+    // planes the fast decoder cannot take (it says so) decode in order with
+    // the reference, carrying the sparse cursor.
+    bool fast = isa != grit::cpu::Isa::kScalar && plan.kind != grit::cpu::FastKind::kNone;
     uint64_t cursor = 0;
-    // Tiles of W in ascending row order; within a tile threads own disjoint
-    // batch rows, so every grad_x element adds its n products in order.
-    for (int64_t r0 = 0; r0 < n; r0 += kGradTileRows) {
-      const int64_t r1 = std::min(n, r0 + kGradTileRows);
-      const grit::Status s = grit::cpu::decode_rows(w, r0, r1, &cursor, rows.data());
+    auto decode = [&](int64_t r0, int64_t r1, float* out) {
+      if (fast) {
+        const int64_t t0 = r0 / grit::cpu::kLinearTileRows, t1 = grit::cpu::linear_tile_count(r1);
+        std::atomic<bool> fallback{false};
+        at::parallel_for(t0, t1, 1, [&](int64_t b, int64_t e) {
+          bool fb = false;
+          const grit::Status s = kt.decode_tiles(plan, b, e, out + (b - t0) * grit::cpu::kLinearTileRows * k, &fb);
+          TORCH_CHECK(s.ok(), op, ": ", s.message);
+          if (fb) fallback.store(true);
+        });
+        if (!fallback.load()) return;
+        fast = false;
+        cursor = grit::sparse_cursor(*w.grade, w.planes, static_cast<uint64_t>(r0) * static_cast<uint64_t>(k));
+      }
+      const grit::Status s = grit::cpu::decode_rows(w, r0, r1, &cursor, out);
       TORCH_CHECK(s.ok(), op, ": ", s.message);
-      const int64_t row_work = std::max<int64_t>(1, (r1 - r0) * k);
-      at::parallel_for(0, m, std::max<int64_t>(1, kLinearTaskWork / row_work), [&](int64_t b, int64_t e) {
-        grit::cpu::grad_input_accumulate(w, gyp, rows.data(), r0, r1, b, e, gxp);
-      });
-    }
+    };
+    grad_input_blocks<float>(n, k, m, decode, [&](int64_t r0, int64_t r1, const float* rows, int64_t c0, int64_t c1) {
+      grit::cpu::grad_input_accumulate(w, gyp, rows, r0, r1, 0, m, c0, c1, gxp);
+    });
   }
   return gx.to(grad_y.scalar_type()).view(with_last(grad_y.sizes(), k));
 }

@@ -40,8 +40,9 @@ void int4g_linear_tiles(const Int4gWeight& w, const float* x, int64_t m, const f
 
 void int4g_grad_input_accumulate(const Int4gWeight& w, const float* grad_y, const double* w_rows,
                                  int64_t row_begin, int64_t row_end, int64_t m_begin,
-                                 int64_t m_end, float* grad_x) {
-  accumulate_grad_input(grad_y, w_rows, w.n, w.k, row_begin, row_end, m_begin, m_end, grad_x);
+                                 int64_t m_end, int64_t col_begin, int64_t col_end, float* grad_x) {
+  accumulate_grad_input(grad_y, w_rows, w.n, w.k, row_begin, row_end, m_begin, m_end, col_begin, col_end,
+                        grad_x);
 }
 
 }  // namespace cpu

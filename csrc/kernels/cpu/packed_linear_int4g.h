@@ -56,11 +56,12 @@ void int4g_linear_tiles(const Int4gWeight& w, const float* x, int64_t m, const f
                         int64_t tile_begin, int64_t tile_end, float* y);
 
 // grad_x[i, :] += grad_y[i, j] * W[j, :] for j in [row_begin, row_end) in
-// ascending order, for batch rows i in [m_begin, m_end). grad_y is [m, n],
-// grad_x is [m, k]; w_rows holds the decoded rows [row_begin, row_end).
+// ascending order, for batch rows i in [m_begin, m_end) and columns
+// [col_begin, col_end) of grad_x. grad_y is [m, n], grad_x is [m, k];
+// w_rows holds the decoded rows [row_begin, row_end).
 void int4g_grad_input_accumulate(const Int4gWeight& w, const float* grad_y, const double* w_rows,
                                  int64_t row_begin, int64_t row_end, int64_t m_begin,
-                                 int64_t m_end, float* grad_x);
+                                 int64_t m_end, int64_t col_begin, int64_t col_end, float* grad_x);
 
 }  // namespace cpu
 }  // namespace grit

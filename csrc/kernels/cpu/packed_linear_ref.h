@@ -42,11 +42,12 @@ Status linear_tiles(const PackedWeight& w, const float* x, int64_t m, const floa
                     int64_t tile_begin, int64_t tile_end, float* y);
 
 // grad_x[i, :] += grad_y[i, j] * W[j, :] for j in [row_begin, row_end) in
-// ascending order, for batch rows i in [m_begin, m_end). grad_y is [m, n],
-// grad_x is [m, k]; w_rows holds the decoded rows [row_begin, row_end).
+// ascending order, for batch rows i in [m_begin, m_end) and columns
+// [col_begin, col_end) of grad_x. grad_y is [m, n], grad_x is [m, k]; w_rows
+// holds the decoded rows [row_begin, row_end).
 void grad_input_accumulate(const PackedWeight& w, const float* grad_y, const float* w_rows,
                            int64_t row_begin, int64_t row_end, int64_t m_begin, int64_t m_end,
-                           float* grad_x);
+                           int64_t col_begin, int64_t col_end, float* grad_x);
 
 }  // namespace cpu
 }  // namespace grit

@@ -49,19 +49,20 @@ void accumulate_tile(const W* wt, int64_t k, const float* x, int64_t m, const fl
   }
 }
 
-// grad_x[i, :] += grad_y[i, j] * W[j, :] for j in [row_begin, row_end)
-// ascending, batch rows i in [m_begin, m_end); w_rows holds those rows.
+// grad_x[i, c] += grad_y[i, j] * W[j, c] for j in [row_begin, row_end)
+// ascending, batch rows i in [m_begin, m_end), columns c in [col_begin,
+// col_end); w_rows holds those rows (all k columns).
 template <class W>
 void accumulate_grad_input(const float* grad_y, const W* w_rows, int64_t n, int64_t k,
                            int64_t row_begin, int64_t row_end, int64_t m_begin, int64_t m_end,
-                           float* grad_x) {
+                           int64_t col_begin, int64_t col_end, float* grad_x) {
   for (int64_t i = m_begin; i < m_end; ++i) {
     float* gx = grad_x + i * k;
     const float* gy = grad_y + i * n;
     for (int64_t j = row_begin; j < row_end; ++j) {
       const W g = static_cast<W>(gy[j]);
       const W* wr = w_rows + (j - row_begin) * k;
-      for (int64_t kk = 0; kk < k; ++kk) {
+      for (int64_t kk = col_begin; kk < col_end; ++kk) {
         const float p = static_cast<float>(g * wr[kk]);
         gx[kk] = gx[kk] + p;
       }

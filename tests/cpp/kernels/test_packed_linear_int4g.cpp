@@ -85,9 +85,13 @@ TEST(PackedLinearInt4g, GradInputIsTheDocumentedOrder) {
   grit::cpu::int4g_rows(p.w, 0, n, w.data());
   const std::vector<float> gy = randf(static_cast<size_t>(m * n), 5);
   std::vector<float> gx(static_cast<size_t>(m * k), 0.0f);
-  // Rows in two ascending steps, as the op decodes them tile by tile.
-  grit::cpu::int4g_grad_input_accumulate(p.w, gy.data(), w.data(), 0, 8, 0, m, gx.data());
-  grit::cpu::int4g_grad_input_accumulate(p.w, gy.data(), w.data() + 8 * k, 8, n, 0, m, gx.data());
+  // Rows in two ascending steps, as the op decodes them block by block; each
+  // step's columns in two parts, as two threads would take them.
+  for (const int64_t r : {int64_t{0}, int64_t{8}}) {
+    const int64_t r1 = r == 0 ? 8 : n;
+    grit::cpu::int4g_grad_input_accumulate(p.w, gy.data(), w.data() + r * k, r, r1, 0, m, 0, 5, gx.data());
+    grit::cpu::int4g_grad_input_accumulate(p.w, gy.data(), w.data() + r * k, r, r1, 0, m, 5, k, gx.data());
+  }
   for (int64_t i = 0; i < m; ++i)
     for (int64_t kk = 0; kk < k; ++kk) {
       float acc = 0.0f;

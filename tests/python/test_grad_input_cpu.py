@@ -1,0 +1,83 @@
+"""packed_linear_grad_input on CPU: grad_x = grad_y W with W decoded a block of rows at a time
+(the active variant's decoder, whose bits are the reference decode's), each element the
+float32 products grad_y[i, j] * W[j, c] added in ascending j from +0.0, whatever the
+instruction set, the thread count or the batch. A plain ordered sum in numpy is the oracle.
+"""
+
+import numpy as np
+import pytest
+import torch
+
+from torch_grit import _C, ops
+from test_kernels_cpu import SHAPES, _random_planes
+
+ISAS = tuple(_C.cpu_isas_supported())
+GRADES = ("MXFP4", "NVF4", "Q4KS", "I8S24", "MXFP4_RNE", "NVF4_RTZ",
+          "grit1(e=e4m3,k0=32,s0=e8m0,esr=exp2floormaxabs)")  # the last has no fast decoder
+
+
+def _ordered(gy, w):
+    """grad_x[i, c] = (((0 + p_0) + p_1) + ...), p_j = f32(gy[i, j] * w[j, c])."""
+    gy, w = gy.numpy(), w.numpy()
+    gx = np.zeros((gy.shape[0], w.shape[1]), np.float32)
+    for j in range(w.shape[0]):
+        gx = (gx + (gy[:, j:j + 1] * w[j:j + 1, :]).astype(np.float32)).astype(np.float32)
+    return torch.from_numpy(gx)
+
+
+def _same(a, b):
+    """Equal bits, or NaN where the other is NaN (which NaN an add passes on is the hardware's choice)."""
+    nan = a.isnan()
+    return bool((nan == b.isnan()).all()) and torch.equal(a[~nan].view(torch.int32), b[~nan].view(torch.int32))
+
+
+def _grad(isa, gy, planes, grade, shape):
+    previous = _C._set_cpu_isa(isa)
+    try:
+        return torch.ops.grit.packed_linear_grad_input(gy, *planes, grade, list(shape))
+    finally:
+        _C._set_cpu_isa(previous)
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("grade", GRADES)
+def test_every_variant_gives_the_ordered_sum(isa, grade):
+    shapes = SHAPES.get(grade, ((20, 64), (70, 96)))  # 70 rows: a block of 64 and a short one
+    for i, shape in enumerate(shapes + ((136, 64),)):  # 136 rows: two blocks of 64 and a short one
+        planes = _random_planes(grade, shape, seed=i) if grade.startswith("grit1") else \
+            ops.quantize(torch.randn(shape, generator=torch.Generator().manual_seed(i)), grade)
+        w = ops.dequantize(planes, grade, shape)
+        for m in (1, 3, 9):
+            gy = torch.randn(m, shape[0], generator=torch.Generator().manual_seed(m))
+            got = _grad(isa, gy, planes, grade, shape)
+            assert _same(got, _ordered(gy, w)), (isa, grade, shape, m)
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_irregular_sparse_planes_and_non_finite_scales(isa):
+    """I8S24 quads naming one position twice make the fast decoder give up (from the start, or
+    at row 100: the reference takes over there, its cursor found); random MXFP4 bytes hold NaN
+    and infinite scales."""
+    late = _random_planes("I8S24", (150, 160), seed=4)
+    late[3][(100 * 40 + 7) // 2] = 0x55  # row 100: two quads name position 1 twice
+    for grade, planes, shape in (("I8S24", _random_planes("I8S24", (150, 160), regular=False), (150, 160)),
+                                 ("I8S24", late, (150, 160)),
+                                 ("MXFP4", _random_planes("MXFP4", (90, 96), seed=3), (90, 96))):
+        w = ops.dequantize(planes, grade, shape)
+        gy = torch.randn(4, shape[0], generator=torch.Generator().manual_seed(5))
+        assert _same(_grad(isa, gy, planes, grade, shape), _ordered(gy, w)), (isa, grade)
+
+
+def test_thread_count_does_not_change_the_bits():
+    shape = (200, 512)
+    planes = ops.quantize(torch.randn(shape), "MXFP4")
+    gy = torch.randn(7, 200)
+    before = torch.get_num_threads()
+    out = []
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            out.append(torch.ops.grit.packed_linear_grad_input(gy, *planes, "MXFP4", list(shape)))
+    finally:
+        torch.set_num_threads(before)
+    assert torch.equal(out[0].view(torch.int32), out[1].view(torch.int32))

@@ -94,10 +94,7 @@ at::Tensor int4g_packed_linear_cpu(const at::Tensor& x, const at::Tensor& data,
     const float* xp = x32.const_data_ptr<float>();
     const float* bp = has_bias ? b32.const_data_ptr<float>() : nullptr;
     float* yp = y.mutable_data_ptr<float>();
-    grit::cpu::Isa isa;
-    const grit::Status sel = grit::cpu::active_isa(&isa);
-    TORCH_CHECK_VALUE(sel.ok(), op, ": ", sel.message);
-    const grit::cpu::KernelTable& kt = grit::cpu::kernels_for(isa);
+    const grit::cpu::KernelTable& kt = active_cpu_kernels(op);
     const int64_t tile_work = std::max<int64_t>(1, m * k * grit::cpu::kInt4gTileRows);
     const int64_t grain = std::max<int64_t>(1, kLinearTaskWork / tile_work);
     std::atomic<bool> suspect{false};

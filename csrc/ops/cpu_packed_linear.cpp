@@ -51,12 +51,9 @@ at::Tensor packed_linear_cpu(const at::Tensor& x, const at::Tensor& data, const 
     const float* xp = x32.const_data_ptr<float>();
     const float* bp = has_bias ? b32.const_data_ptr<float>() : nullptr;
     float* yp = y.mutable_data_ptr<float>();
-    grit::cpu::Isa isa;
-    const grit::Status sel = grit::cpu::active_isa(&isa);
-    TORCH_CHECK_VALUE(sel.ok(), op, ": ", sel.message);
+    const grit::cpu::KernelTable& kt = active_cpu_kernels(op);
     grit::cpu::LinearPlan plan;
     grit::cpu::make_plan(w, &plan);
-    const grit::cpu::KernelTable& kt = grit::cpu::kernels_for(isa);
     const int64_t tile_work = std::max<int64_t>(1, m * k * grit::cpu::kLinearTileRows);
     const int64_t grain = std::max<int64_t>(1, kLinearTaskWork / tile_work);
     std::atomic<bool> fallback{false};
@@ -106,17 +103,14 @@ at::Tensor packed_linear_grad_input_cpu(const at::Tensor& grad_y, const at::Tens
     w.k = k;
     const float* gyp = gy.const_data_ptr<float>();
     float* gxp = gx.mutable_data_ptr<float>();
-    grit::cpu::Isa isa;
-    const grit::Status sel = grit::cpu::active_isa(&isa);
-    TORCH_CHECK_VALUE(sel.ok(), op, ": ", sel.message);
+    const grit::cpu::KernelTable& kt = active_cpu_kernels(op);
     grit::cpu::LinearPlan plan;
     grit::cpu::make_plan(w, &plan);
-    const grit::cpu::KernelTable& kt = grit::cpu::kernels_for(isa);
     // The variant's decoder (the reference decode's bits), tiles in
     // parallel; the scalar variant, a grade without a fast decoder, and
     // planes the fast decoder cannot take (it says so) decode in order with
     // the reference, carrying the sparse cursor.
-    bool fast = isa != grit::cpu::Isa::kScalar && plan.kind != grit::cpu::FastKind::kNone;
+    bool fast = kt.isa != grit::cpu::Isa::kScalar && plan.kind != grit::cpu::FastKind::kNone;
     uint64_t cursor = 0;
     auto decode = [&](int64_t r0, int64_t r1, float* out) {
       if (fast) {

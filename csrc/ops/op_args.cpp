@@ -113,6 +113,13 @@ void check_weight_shape(const char* op, const grit::Grade& grade, c10::IntArrayR
               " values along that axis: shape[1] must be a multiple of ", grade.k0);
 }
 
+const grit::cpu::KernelTable& active_cpu_kernels(const char* op) {
+  grit::cpu::Isa isa;
+  const grit::Status sel = grit::cpu::active_isa(&isa);
+  TORCH_CHECK_VALUE(sel.ok(), op, ": ", sel.message);
+  return grit::cpu::kernels_for(isa);
+}
+
 int64_t batch_rows(const at::Tensor& t) {
   int64_t m = 1;
   for (int64_t d = 0; d + 1 < t.dim(); ++d) m *= t.size(d);

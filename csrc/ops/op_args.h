@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "grit/grit.h"
+#include "kernels/cpu/packed_linear_cpu.h"
 
 namespace grit_ops {
 
@@ -58,6 +59,11 @@ void check_weight_shape(const char* op, const grit::Grade& grade, c10::IntArrayR
 // backward step.
 constexpr int64_t kLinearTaskWork = int64_t{1} << 16;
 constexpr int64_t kGradTileRows = 64;
+
+// The CPU kernel variant the packed-linear ops run (chosen once at the first
+// call, GRIT_CPU_ISA overrides); raises, naming op, when GRIT_CPU_ISA names
+// a variant this CPU cannot run.
+const grit::cpu::KernelTable& active_cpu_kernels(const char* op);
 
 // t's leading dimensions as one batch dimension (numel / K fails for K = 0).
 int64_t batch_rows(const at::Tensor& t);

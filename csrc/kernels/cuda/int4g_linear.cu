@@ -55,7 +55,7 @@ __global__ void __launch_bounds__(32 * kWarps) linear_kernel(Int4gPlan p, const 
 #pragma unroll
       for (int i = 0; i < MB; ++i) {
         if (i0 + i < m) {
-          const double xv = static_cast<double>(to_f<XT>(x[(i0 + i) * k + c]));
+          const double xv = static_cast<double>(to_f(x[(i0 + i) * k + c]));
           acc[i] = __fadd_rn(acc[i], __double2float_rn(__dmul_rn(xv, w)));
         }
       }

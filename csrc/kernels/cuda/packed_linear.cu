@@ -135,7 +135,7 @@ __device__ __forceinline__ void load_x(const T* p, int nc, float xs[32]) {
       const uint4 q = v[j];
       const T* e = reinterpret_cast<const T*>(&q);
 #pragma unroll
-      for (int i = 0; i < kPer; ++i) xs[j * kPer + i] = to_f<T>(e[i]);
+      for (int i = 0; i < kPer; ++i) xs[j * kPer + i] = to_f(e[i]);
     }
   }
 }
@@ -180,7 +180,7 @@ __global__ void __launch_bounds__(32 * kWarps) linear_kernel(Plan p, const XT* x
     for (int off = 16; off > 0; off >>= 1) acc[i] = __fadd_rn(acc[i], __shfl_xor_sync(0xFFFFFFFFu, acc[i], off));
   }
   if (lane == 0) {
-    const float b = bias ? to_f<BT>(bias[r]) : 0.0f;
+    const float b = bias ? to_f(bias[r]) : 0.0f;
 #pragma unroll
     for (int i = 0; i < MB; ++i)
       if (i0 + i < m) y[(i0 + i) * p.n + r] = from_f<YT>(bias ? __fadd_rn(acc[i], b) : acc[i]);
@@ -249,9 +249,9 @@ __global__ void sparse_fallback_kernel(Plan p, const XT* x, int64_t m, const BT*
       if (out)
         out[r * k + c] = v;
       else
-        acc = __fadd_rn(acc, __fmul_rn(to_f<XT>(x[i * k + c]), v));
+        acc = __fadd_rn(acc, __fmul_rn(to_f(x[i * k + c]), v));
     }
-    if (!out) y[i * n + r] = from_f<YT>(bias ? __fadd_rn(acc, to_f<BT>(bias[r])) : acc);
+    if (!out) y[i * n + r] = from_f<YT>(bias ? __fadd_rn(acc, to_f(bias[r])) : acc);
   }
 }
 

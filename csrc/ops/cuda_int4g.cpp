@@ -15,6 +15,7 @@
 #include "kernels/cuda/int4g_linear_cuda.h"
 #include "ops/int4g_args.h"
 #include "ops/int4g_ops.h"
+#include "ops/cuda_dtype.h"
 #include "ops/op_args.h"
 
 namespace grit_ops {
@@ -46,14 +47,6 @@ void settle(const char* op, const at::Tensor& flag, const at::Tensor& data, cons
                Int4gCheck::kWhole);
 }
 
-grit::cuda::DType dtype_of(at::ScalarType t) {
-  switch (t) {
-    case at::kBFloat16: return grit::cuda::DType::kBFloat16;
-    case at::kHalf: return grit::cuda::DType::kFloat16;
-    default: return grit::cuda::DType::kFloat32;
-  }
-}
-
 }  // namespace
 
 at::Tensor int4g_packed_linear_cuda(const at::Tensor& x, const at::Tensor& data, const at::Tensor& scale0,
@@ -78,7 +71,7 @@ at::Tensor int4g_packed_linear_cuda(const at::Tensor& x, const at::Tensor& data,
   if (m > 0) {
     const at::Tensor b32 = has_bias ? bias->to(at::kFloat).contiguous() : at::Tensor();
     const cudaError_t err = grit::cuda::int4g_linear(
-        device_plan(w), x2.const_data_ptr(), dtype_of(x.scalar_type()), m,
+        device_plan(w), x2.const_data_ptr(), cuda_dtype_of(x.scalar_type()), m,
         has_bias ? b32.const_data_ptr<float>() : nullptr, y.mutable_data_ptr(), flag.mutable_data_ptr<int>(),
         c10::cuda::getCurrentCUDAStream().stream());
     TORCH_CHECK(err == cudaSuccess, op, ": CUDA kernel launch failed: ", cudaGetErrorString(err));

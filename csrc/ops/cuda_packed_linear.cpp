@@ -18,18 +18,11 @@
 #include "kernels/cuda/packed_linear_cuda.h"
 #include "ops/cuda_int4g.h"
 #include "ops/int4g_args.h"
+#include "ops/cuda_dtype.h"
 #include "ops/op_args.h"
 
 namespace grit_ops {
 namespace {
-
-grit::cuda::DType dtype_of(at::ScalarType t) {
-  switch (t) {
-    case at::kBFloat16: return grit::cuda::DType::kBFloat16;
-    case at::kHalf: return grit::cuda::DType::kFloat16;
-    default: return grit::cuda::DType::kFloat32;
-  }
-}
 
 // The device plan of a grade, or false when no CUDA kernel decodes it.
 bool device_plan(const grit::Grade& g, const PlaneArgs& p, int64_t n, int64_t k, grit::cuda::Plan* out) {
@@ -115,8 +108,8 @@ at::Tensor packed_linear_cuda(const at::Tensor& x, const at::Tensor& data, const
     const at::Tensor scratch = at::empty({plan.kind == grit::cuda::Kind::kInt8Sparse24 ? n + 1 : 1},
                                          x.options().dtype(at::kLong));
     const cudaError_t err = grit::cuda::packed_linear(
-        plan, x2.const_data_ptr(), dtype_of(x.scalar_type()), m, has_bias ? b32.const_data_ptr() : nullptr,
-        grit::cuda::DType::kFloat32, y.mutable_data_ptr(), dtype_of(x.scalar_type()),
+        plan, x2.const_data_ptr(), cuda_dtype_of(x.scalar_type()), m, has_bias ? b32.const_data_ptr() : nullptr,
+        grit::cuda::DType::kFloat32, y.mutable_data_ptr(), cuda_dtype_of(x.scalar_type()),
         flag.mutable_data_ptr<int>(), scratch.mutable_data_ptr<int64_t>(),
         c10::cuda::getCurrentCUDAStream().stream());
     TORCH_CHECK(err == cudaSuccess, op, ": CUDA kernel launch failed: ", cudaGetErrorString(err));

@@ -41,15 +41,19 @@ if [ $rc -ne 0 ]; then tail -40 "$OUT/build.log"; exit 1; fi
 torch._C._dispatch_has_kernel_for_dispatch_key('grit::packed_linear', 'CUDA'))" 2>&1 | tee -a "$OUT/summary.txt"
 
 # 2. Tests: the CUDA kernels (the exact mode's CPU == CUDA bits among them,
-# INT4G's among them), and the CPU kernels and the exact mode on this CPU.
+# INT4G's, quantize's and grad_input's among them), and the CPU kernels, the CPU quantize
+# and the exact mode on this CPU.
 if "$PY" -c "import pytest" 2>/dev/null; then
   timeout 150 "$PY" -m pytest -q -p no:cacheprovider tests/python/test_kernels_cuda.py \
-    tests/python/test_int4g_cuda.py tests/python/test_kernels_cpu.py tests/python/test_int4g_kernels_cpu.py \
-    tests/python/test_exact_linear.py > "$OUT/tests.txt" 2>&1
+    tests/python/test_int4g_cuda.py tests/python/test_quantize_cuda.py tests/python/test_grad_input_cuda.py \
+    tests/python/test_kernels_cpu.py \
+    tests/python/test_int4g_kernels_cpu.py tests/python/test_quantize_op_cpu.py tests/python/test_exact_linear.py \
+    > "$OUT/tests.txt" 2>&1
   log "tests (pytest): rc=$? $(tail -1 "$OUT/tests.txt")"
 else
   timeout 150 "$PY" benchmarks/gpu_check_runner.py tests/python/test_kernels_cuda.py \
-    tests/python/test_int4g_cuda.py > "$OUT/tests.txt" 2>&1
+    tests/python/test_int4g_cuda.py tests/python/test_quantize_cuda.py tests/python/test_grad_input_cuda.py \
+    > "$OUT/tests.txt" 2>&1
   log "tests (no pytest here: stand-in runner, CUDA tests only): rc=$? $(tail -1 "$OUT/tests.txt")"
 fi
 

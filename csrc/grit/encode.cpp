@@ -260,29 +260,51 @@ Status encode_i8s24(const float* v, uint64_t n, EncodedPlanes* out) {
   return Status::Ok();
 }
 
-Status encode(const Grade& g, const float* v, uint64_t n, EncodedPlanes* out) {
+Status choose_encoder(const Grade& g, EncoderChoice* out) {
   auto same_decode = [&](const char* ref) {
     const ReferenceGrade* r = reference_grade(ref);
     return r && decode_projection(*r->grade) == decode_projection(g);
+  };
+  auto pick = [&](EncoderFamily f, ScaleRule rule, Rounding er) {
+    out->family = f;
+    out->rule = rule;
+    out->elem_rounding = er;
+    return Status::Ok();
   };
   const std::string& esr = g.esr();
   // er is part of the contract: the MXFP4, Q4KS and I8S24 encoders round
   // their elements to nearest even, so any other er is refused below.
   const bool er_rne = g.er() == "rne";
+  constexpr Rounding rne = Rounding::kRne;
   if (same_decode("MXFP4") && er_rne) {
-    if (esr == "exp2floormaxabs") return encode_mxfp4(v, n, ScaleRule::kExp2Floor, out);
-    if (esr == "exp2ceilmaxabs") return encode_mxfp4(v, n, ScaleRule::kExp2Ceil, out);
-    if (esr == "exp2rnemaxabs") return encode_mxfp4(v, n, ScaleRule::kExp2Rne, out);
+    if (esr == "exp2floormaxabs") return pick(EncoderFamily::kMxfp4, ScaleRule::kExp2Floor, rne);
+    if (esr == "exp2ceilmaxabs") return pick(EncoderFamily::kMxfp4, ScaleRule::kExp2Ceil, rne);
+    if (esr == "exp2rnemaxabs") return pick(EncoderFamily::kMxfp4, ScaleRule::kExp2Rne, rne);
   }
-  if (same_decode("Q4KS") && esr == "affineminmax" && er_rne) return encode_q4ks(v, n, out);
+  if (same_decode("Q4KS") && esr == "affineminmax" && er_rne)
+    return pick(EncoderFamily::kQ4ks, ScaleRule::kExp2Floor, rne);
   if (same_decode("NVF4") && esr == "ratiomaxabs") {
-    if (g.er() == "rne") return encode_nvf4(v, n, Rounding::kRne, out);
-    if (g.er() == "rtz") return encode_nvf4(v, n, Rounding::kRtz, out);
+    if (g.er() == "rne") return pick(EncoderFamily::kNvf4, ScaleRule::kExp2Floor, rne);
+    if (g.er() == "rtz") return pick(EncoderFamily::kNvf4, ScaleRule::kExp2Floor, Rounding::kRtz);
   }
-  if (same_decode("I8S24") && esr == "ratiomaxabs" && er_rne) return encode_i8s24(v, n, out);
+  if (same_decode("I8S24") && esr == "ratiomaxabs" && er_rne)
+    return pick(EncoderFamily::kI8s24, ScaleRule::kExp2Floor, rne);
   return Status::Fail(Error::kInexpressible,
                       "no reference encoder for " + g.canonical +
                           " (encoders exist for the MXFP4, Q4KS, NVF4 and I8S24 families)");
+}
+
+Status encode(const Grade& g, const float* v, uint64_t n, EncodedPlanes* out) {
+  EncoderChoice c;
+  const Status st = choose_encoder(g, &c);
+  if (!st.ok()) return st;
+  switch (c.family) {
+    case EncoderFamily::kMxfp4: return encode_mxfp4(v, n, c.rule, out);
+    case EncoderFamily::kQ4ks: return encode_q4ks(v, n, out);
+    case EncoderFamily::kNvf4: return encode_nvf4(v, n, c.elem_rounding, out);
+    case EncoderFamily::kI8s24: return encode_i8s24(v, n, out);
+  }
+  return Status::Fail(Error::kInexpressible, "unknown encoder family");
 }
 
 }  // namespace grit

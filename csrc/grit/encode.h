@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "format.h"
 #include "grade.h"
 #include "status.h"
 
@@ -34,8 +35,17 @@ Status encode_nvf4(const float* v, uint64_t n, Rounding elem_rounding, EncodedPl
 // largest, ties to the lower index), binary16 scale per 32 logical values.
 Status encode_i8s24(const float* v, uint64_t n, EncodedPlanes* out);
 
-// Dispatch on a grade: any grade whose decode projection and esr/er match
-// one of the encoders above. Others are refused with the reason.
+// Which encoder above a grade takes: any grade whose decode projection and
+// esr/er match one of them. Others are refused with the reason.
+enum class EncoderFamily { kMxfp4, kQ4ks, kNvf4, kI8s24 };
+struct EncoderChoice {
+  EncoderFamily family = EncoderFamily::kMxfp4;
+  ScaleRule rule = ScaleRule::kExp2Floor;  // kMxfp4
+  Rounding elem_rounding = Rounding::kRne;  // kNvf4 (rne or rtz); the others round rne
+};
+Status choose_encoder(const Grade& g, EncoderChoice* out);
+
+// The encoder choose_encoder names, on n values.
 Status encode(const Grade& g, const float* v, uint64_t n, EncodedPlanes* out);
 
 }  // namespace grit

@@ -1,49 +1,50 @@
-// CPU kernels of grit::quantize and grit::dequantize: the reference encoder
-// and decoder of csrc/grit behind argument checks.
+// CPU kernels of grit::quantize and grit::dequantize: the block encoders
+// (kernels/common/block_encode.h, the core's encoder block by block, tested
+// equal) over threads, and the reference decoder of csrc/grit, behind
+// argument checks.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
-#include <cstring>
+#include <atomic>
 #include <vector>
 
 #include "ops/int4g_ops.h"
 #include "ops/int4g_args.h"
 #include "ops/op_args.h"
+#include "ops/quantize_args.h"
 
 namespace grit_ops {
 namespace {
 
+// Values encoded per at::parallel_for task.
+constexpr int64_t kQuantizeGrainValues = int64_t{1} << 16;
+
 std::vector<at::Tensor> quantize_cpu(const at::Tensor& w, c10::string_view grade_text) {
   const char* op = "grit::quantize";
   if (const uint64_t g = int4g_group_arg(op, grade_text)) return int4g_quantize_cpu(w, g);
-  const auto grade = grade_arg(op, grade_text);
-  check_float_arg(op, "w", w);
-  TORCH_CHECK_VALUE(w.dim() == 2, op, ": argument 'w' must be a 2-D weight [out, in], found ", w.dim(),
-              " dimensions ", shape_str(w.sizes()));
-  check_weight_shape(op, *grade, w.sizes());
-  // The other shape rules (k1 groups, sparsity quads) are the size equations'.
-  const grit::Descriptor d = canonical_descriptor(*grade, 2);
-  grit::PlaneSizes sizes;
-  const grit::CheckResult r = grit::expected_plane_bytes(d, w.sizes().data(), 2, &sizes);
-  TORCH_CHECK_VALUE(r.ok(), op, ": grade ", grade->canonical, " cannot hold a weight of shape ",
-              shape_str(w.sizes()), ": ", grit::describe(r, d));
-
+  QuantizeArgs a = quantize_args(op, w, grade_text);
   const at::Tensor v = w.to(at::kFloat).contiguous();
-  grit::EncodedPlanes enc;
-  const grit::Status s = grit::encode(*grade, v.const_data_ptr<float>(),
-                                      static_cast<uint64_t>(v.numel()), &enc);
-  TORCH_CHECK_VALUE(s.ok(), op, ": cannot quantize to ", grade->canonical, ": ", s.message);
-
-  std::vector<at::Tensor> planes;
-  for (int i = 0; i < 4; ++i) {
-    const auto& bytes = enc.plane[i];
-    TORCH_CHECK(bytes.size() == sizes.bytes[i], op, ": internal error: the encoder wrote ",
-                bytes.size(), " bytes for plane ", i, ", the size equations say ", sizes.bytes[i]);
-    at::Tensor p = at::empty({static_cast<int64_t>(bytes.size())}, w.options().dtype(at::kByte));
-    if (!bytes.empty()) std::memcpy(p.mutable_data_ptr<uint8_t>(), bytes.data(), bytes.size());
-    planes.push_back(std::move(p));
+  std::vector<at::Tensor> planes = alloc_planes(&a, w.options());
+  namespace be = grit::blockenc;
+  be::Planes& P = a.plan;
+  P.v = v.const_data_ptr<float>();
+  if (P.family == be::kNvf4) {
+    const float amax = at::parallel_reduce(
+        int64_t{0}, static_cast<int64_t>(P.n), kQuantizeGrainValues, 0.0f,
+        [&](int64_t b, int64_t e, float) { return be::finite_max_magnitude(P.v + b, static_cast<uint64_t>(e - b)); },
+        [](float x, float y) { return x > y ? x : y; });
+    P.tensor_scale = be::nvf4_tensor_scale(amax);
+    be::put_tensor_scale(P);
   }
+  // Every block is its own: the bytes do not depend on the split.
+  std::atomic<bool> ok{true};
+  at::parallel_for(0, static_cast<int64_t>(be::block_count(P)),
+                   kQuantizeGrainValues / be::unit_of(P.family), [&](int64_t b, int64_t e) {
+                     for (int64_t i = b; i < e; ++i)
+                       if (!be::encode_block(P, static_cast<uint64_t>(i))) ok = false;
+                   });
+  if (!ok) raise_encoder_refusal(op, *a.grade, v);
   return planes;
 }
 

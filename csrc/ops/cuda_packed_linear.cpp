@@ -4,9 +4,10 @@
 //
 // packed_linear and dequantize run on the device for every grade with a fast
 // decoder (the reference grades and their siblings) and for INT4G
-// (cuda_int4g.h). Other grades, and
-// quantize and packed_linear_grad_input, run the CPU kernels on host copies
-// (a host round trip, said once by a warning): their results are the CPU's.
+// (cuda_int4g.h), and packed_linear_grad_input for every grade with a fast
+// decoder (grad_input_cuda.h); quantize has its own file (cuda_quantize.cpp).
+// Other grades, and INT4G's backward, run the CPU kernels on host copies (a
+// host round trip, said once by a warning): their results are the CPU's.
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAStream.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "kernels/cpu/packed_linear_cpu.h"
+#include "kernels/cuda/grad_input_cuda.h"
 #include "kernels/cuda/packed_linear_cuda.h"
 #include "ops/cuda_int4g.h"
 #include "ops/int4g_args.h"
@@ -159,29 +161,52 @@ at::Tensor dequantize_cuda(const at::Tensor& data, const at::Tensor& scale0, con
   return dtype == at::kFloat ? out : out.to(dtype);
 }
 
-std::vector<at::Tensor> quantize_cuda(const at::Tensor& w, c10::string_view grade_text) {
-  // The reference encoder runs on the host: the planes are its bytes.
-  static auto cpu_op = c10::Dispatcher::singleton()
-                           .findSchemaOrThrow("grit::quantize", "")
-                           .typed<std::vector<at::Tensor>(const at::Tensor&, c10::string_view)>();
-  std::vector<at::Tensor> planes = cpu_op.call(w.cpu(), grade_text);
-  for (auto& t : planes) t = t.to(w.device());
-  return planes;
-}
-
 at::Tensor packed_linear_grad_input_cuda(const at::Tensor& grad_y, const at::Tensor& data,
                                          const at::Tensor& scale0, const at::Tensor& scale1,
                                          const at::Tensor& aux, c10::string_view grade_text,
                                          c10::IntArrayRef shape) {
-  TORCH_WARN_ONCE("grit::packed_linear_grad_input has no CUDA kernel; it runs the CPU kernel on host "
-                  "copies (a round trip)");
+  const char* op = "grit::packed_linear_grad_input";
   static auto cpu_op = c10::Dispatcher::singleton()
                            .findSchemaOrThrow("grit::packed_linear_grad_input", "")
                            .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&,
                                              const at::Tensor&, const at::Tensor&, c10::string_view,
                                              c10::IntArrayRef)>();
-  return cpu_op.call(grad_y.cpu(), data.cpu(), scale0.cpu(), scale1.cpu(), aux.cpu(), grade_text, shape)
-      .to(grad_y.device());
+  auto on_host = [&]() {
+    return cpu_op.call(grad_y.cpu(), data.cpu(), scale0.cpu(), scale1.cpu(), aux.cpu(), grade_text, shape)
+        .to(grad_y.device());
+  };
+  if (int4g_group_arg(op, grade_text) != 0) {
+    TORCH_WARN_ONCE(op, ": INT4G has no CUDA kernel for the backward; it runs the CPU kernel on host copies "
+                    "(a round trip)");
+    return on_host();
+  }
+  const auto grade = grade_arg(op, grade_text);
+  check_weight_shape(op, *grade, shape);
+  const int64_t n = shape[0], k = shape[1];
+  check_activation(op, "grad_y", grad_y, n, "out-features (shape[0])", shape);
+  const c10::cuda::CUDAGuard guard(grad_y.device());
+  const at::Tensor pd = aligned(data), p0 = aligned(scale0), p1 = aligned(scale1), pa = aligned(aux);
+  const PlaneArgs p = plane_args(op, pd, p0, p1, pa, *grade, shape, grad_y.device());
+  grit::cuda::Plan plan;
+  if (!device_plan(*grade, p, n, k, &plan)) {
+    TORCH_WARN_ONCE(op, ": grade ", grade->canonical,
+                    " has no CUDA kernel; it runs the CPU kernel on host copies (a round trip)");
+    return on_host();
+  }
+  const int64_t m = batch_rows(grad_y);
+  at::Tensor gx = at::empty({m, k}, grad_y.options().dtype(at::kFloat));
+  if (m > 0 && k > 0) {
+    const at::Tensor gy = grad_y.reshape({m, n}).contiguous();
+    const at::Tensor flag = at::zeros({1}, grad_y.options().dtype(at::kInt));
+    const cudaError_t err = grit::cuda::packed_linear_grad_input(
+        plan, gy.const_data_ptr(), cuda_dtype_of(grad_y.scalar_type()), m, gx.mutable_data_ptr<float>(),
+        flag.mutable_data_ptr<int>(), c10::cuda::getCurrentCUDAStream().stream());
+    TORCH_CHECK(err == cudaSuccess, op, ": CUDA kernel launch failed: ", cudaGetErrorString(err));
+    // I8S24 planes whose quads name one position twice (rows start where a
+    // count says): the CPU kernel's exact path, on host copies.
+    if (plan.kind == grit::cuda::Kind::kInt8Sparse24 && flag.item<int>() != 0) return on_host();
+  }
+  return gx.to(grad_y.scalar_type()).view(with_last(grad_y.sizes(), k));
 }
 
 bool check_cuda(const at::Tensor& data, const at::Tensor& scale0, const at::Tensor& scale1,
@@ -198,7 +223,6 @@ bool check_cuda(const at::Tensor& data, const at::Tensor& scale0, const at::Tens
 TORCH_LIBRARY_IMPL(grit, CUDA, m) {
   m.impl("packed_linear", &packed_linear_cuda);
   m.impl("dequantize", &dequantize_cuda);
-  m.impl("quantize", &quantize_cuda);
   m.impl("packed_linear_grad_input", &packed_linear_grad_input_cuda);
   m.impl("check", &check_cuda);
 }

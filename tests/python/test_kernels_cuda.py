@@ -4,11 +4,13 @@ kernels must be registered.
 
 dequantize on CUDA returns the reference decode's bits (NaN and infinite
 scales included); packed_linear on CUDA stays within the float32 summation
-bound of F.linear in float64 on the decoded weight (its fixed reduction
-order is not the CPU's, see csrc/kernels/cuda/packed_linear_cuda.h) and is
-bit-for-bit repeatable, on any stream.
+bound of F.linear in float64 on the decoded weight, returns the bits of its
+documented order (csrc/kernels/cuda/packed_linear_cuda.h: 32 slices of units,
+the adjacent-pairs tree; not the CPU's order) on the GEMV and the GEMM path
+alike, modelled here in numpy, and is bit-for-bit repeatable, on any stream.
 """
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -58,6 +60,51 @@ def test_packed_linear_is_within_the_float32_bound(grade, dtype):
             y = ops.packed_linear(x.to(DEV), dplanes, grade, shape, None if bias is None else bias.to(DEV))
             assert y.device.type == "cuda" and y.dtype == dtype and y.shape == (*batch, shape[0])
             _assert_within_bound(y.cpu(), x.float(), w, None if bias is None else bias.float(), dtype)
+
+
+def _cuda_order(x, w, bias):
+    """The CUDA law in numpy: slice l of the U units adds its float32 products
+    in ascending column order from +0.0; the 32 slice sums meet in the
+    adjacent-pairs tree; the bias last."""
+    x, w = x.float().numpy(), w.numpy()
+    k = x.shape[1]
+    units = (k + 31) // 32
+    leaves = []
+    for l in range(32):
+        s = np.zeros((x.shape[0], w.shape[0]), np.float32)
+        for c in range(32 * (units * l // 32), min(k, 32 * (units * (l + 1) // 32))):
+            s = (s + (x[:, c:c + 1] * w[None, :, c]).astype(np.float32)).astype(np.float32)
+        leaves.append(s)
+    while len(leaves) > 1:
+        leaves = [(leaves[i] + leaves[i + 1]).astype(np.float32) for i in range(0, len(leaves), 2)]
+    out = leaves[0]
+    if bias is not None:
+        out = (out + bias.float().numpy()[None, :]).astype(np.float32)
+    return torch.from_numpy(out)
+
+
+# Rows long enough that every slice holds units (U >= 32), with a ragged last slice.
+LONG = {"MXFP4": (20, 1056), "NVF4": (20, 1040), "Q4KS": (12, 2304), "I8S24": (20, 1056)}
+
+
+@pytest.mark.parametrize("grade", ("MXFP4", "NVF4", "Q4KS", "I8S24"))
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_packed_linear_bits_are_the_documented_order(grade, dtype):
+    for i, shape in enumerate(SHAPES[grade] + (LONG[grade],)):
+        planes = _random_planes(grade, shape, seed=40 + i)
+        if i == 1:
+            planes = _plant_specials(grade, planes)
+        w = _reference_weight(grade, planes, shape)
+        dplanes = _cuda(planes)
+        for b, batch in enumerate(X_BATCHES + ((70,),)):  # GEMV (<= 8 rows) and GEMM (more, ragged tiles)
+            x = torch.randn(*batch, shape[1], generator=torch.Generator().manual_seed(50 + b)).to(dtype)
+            bias = torch.randn(shape[0]).to(dtype) if b % 2 else None
+            got = ops.packed_linear(x.to(DEV), dplanes, grade, shape, None if bias is None else bias.to(DEV)).cpu()
+            want = _cuda_order(x.reshape(-1, shape[1]), w, bias).to(dtype).reshape(got.shape)
+            nan = want.isnan()
+            bits = torch.int32 if dtype == torch.float32 else torch.int16
+            assert bool((got.isnan() == nan).all()), (grade, dtype, shape, batch)
+            assert torch.equal(got[~nan].view(bits), want[~nan].view(bits)), (grade, dtype, shape, batch)
 
 
 @pytest.mark.parametrize("grade", ("MXFP4", "NVF4", "Q4KS", "I8S24"))

@@ -1,10 +1,11 @@
 // CUDA packed_linear and dequantize (see packed_linear_cuda.h for the
-// numerics and the reduction order). One warp per output row: lane l
-// decodes the 32-column units l, l+32, ... of its row straight from the
-// planes (16 coalesced bytes per lane) and multiplies them with up to MB
-// batch rows held in registers; the batch is tiled by MB (1, 2, 4, 8 for
-// small batches, 16 per tile above 8). The code tables of the grade sit in
-// shared memory.
+// numerics and the reduction order). Batch 1 to 8 (GEMV): one warp per
+// output row; lane l decodes the units of its slice of the row straight
+// from the planes and multiplies them with up to 8 batch rows held in
+// registers. Larger batches (GEMM): 64 x 64 output tiles, activations and
+// decoded weights staged in shared memory a unit at a time, each thread 4 x
+// 4 outputs carrying the same slice sums and the same tree. The code tables
+// of the grade sit in shared memory.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -35,6 +36,11 @@ __device__ __forceinline__ void load_x(const T* p, int nc, float xs[32]) {
   }
 }
 
+// The first unit of slice l (0..32) of a row of `units` units.
+__device__ __forceinline__ int64_t slice_begin(int64_t units, int l) { return units * l / 32; }
+
+// GEMV: one warp per output row; lane l sums slice l for MB batch rows,
+// then the butterfly xor 1, 2, 4, 8, 16 (the adjacent-pairs tree).
 template <Kind K, int MB, class XT, class YT, class BT>
 __global__ void __launch_bounds__(32 * kWarps) linear_kernel(Plan p, const XT* x, int64_t m,
                                                              const BT* bias, YT* y, int* flag) {
@@ -50,7 +56,8 @@ __global__ void __launch_bounds__(32 * kWarps) linear_kernel(Plan p, const XT* x
 #pragma unroll
   for (int i = 0; i < MB; ++i) acc[i] = 0.0f;
   bool irregular = false;
-  for (int64_t u = lane; u < units; u += 32) {
+  const int64_t u_end = slice_begin(units, lane + 1);
+  for (int64_t u = slice_begin(units, lane); u < u_end; ++u) {
     float w[32];
     const int nc = decode_unit<K>(p, t, s1, r, u, w, &irregular);
 #pragma unroll
@@ -72,13 +79,107 @@ __global__ void __launch_bounds__(32 * kWarps) linear_kernel(Plan p, const XT* x
 #pragma unroll
   for (int i = 0; i < MB; ++i) {
 #pragma unroll
-    for (int off = 16; off > 0; off >>= 1) acc[i] = __fadd_rn(acc[i], __shfl_xor_sync(0xFFFFFFFFu, acc[i], off));
+    for (int off = 1; off < 32; off <<= 1) acc[i] = __fadd_rn(acc[i], __shfl_xor_sync(0xFFFFFFFFu, acc[i], off));
   }
   if (lane == 0) {
     const float b = bias ? to_f(bias[r]) : 0.0f;
 #pragma unroll
     for (int i = 0; i < MB; ++i)
       if (i0 + i < m) y[(i0 + i) * p.n + r] = from_f<YT>(bias ? __fadd_rn(acc[i], b) : acc[i]);
+  }
+}
+
+// GEMM: a block owns kTile batch rows x kTile weight rows, each thread 4 x 4
+// of them (batch rows ty + 16a, weight rows tx + 16b). Per unit the block
+// stages the activations (as float) and the decoded weights in shared
+// memory, then every thread adds its products in ascending column order.
+// A thread keeps, per output, the running sum of the current slice and the
+// pending left operands of the adjacent-pairs tree (leaf l completes after
+// slice l; it merges with one pending value per trailing one bit of l), so
+// it performs exactly the GEMV's operations on exactly the same values.
+constexpr int kTile = 64;
+constexpr int kGemmThreads = 256;
+
+template <Kind K, class XT, class YT, class BT>
+__global__ void __launch_bounds__(kGemmThreads) gemm_kernel(Plan p, const XT* x, int64_t m, const BT* bias,
+                                                            YT* y, int* flag) {
+  __shared__ Tables t;
+  __shared__ float xs[kTile][33];  // padded: a column read hits 32 banks
+  __shared__ float ws[kTile][33];
+  load_tables(p, &t);
+  const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kTile, i0 = static_cast<int64_t>(blockIdx.y) * kTile;
+  const int64_t k = p.k, units = (k + 31) / 32;
+  const float s1 = K == Kind::kNibble ? tensor_scale(p) : 1.0f;
+  float acc[4][4], pending[5][4][4];
+  bool irregular = false;
+  for (int l = 0; l < 32; ++l) {
+#pragma unroll
+    for (int a = 0; a < 4; ++a)
+#pragma unroll
+      for (int b = 0; b < 4; ++b) acc[a][b] = 0.0f;
+    const int64_t u_end = slice_begin(units, l + 1);
+    for (int64_t u = slice_begin(units, l); u < u_end; ++u) {
+      const int nc = (k - 32 * u) < 32 ? static_cast<int>(k - 32 * u) : 32;
+      for (int e = tid; e < kTile * 32; e += kGemmThreads) {
+        const int row = e / 32, col = e % 32;
+        const int64_t gi = i0 + row;
+        xs[row][col] = (gi < m && col < nc) ? to_f(x[gi * k + 32 * u + col]) : 0.0f;
+      }
+      if (tid < kTile) {
+        float w[32];
+#pragma unroll
+        for (int e = 0; e < 32; ++e) w[e] = 0.0f;
+        if (r0 + tid < p.n) decode_unit<K>(p, t, s1, r0 + tid, u, w, &irregular);
+#pragma unroll
+        for (int e = 0; e < 32; ++e) ws[tid][e] = w[e];
+      }
+      __syncthreads();
+      for (int c = 0; c < nc; ++c) {
+        float xv[4], wv[4];
+#pragma unroll
+        for (int a = 0; a < 4; ++a) xv[a] = xs[ty + 16 * a][c];
+#pragma unroll
+        for (int b = 0; b < 4; ++b) wv[b] = ws[tx + 16 * b][c];
+#pragma unroll
+        for (int a = 0; a < 4; ++a)
+#pragma unroll
+          for (int b = 0; b < 4; ++b) acc[a][b] = __fadd_rn(acc[a][b], __fmul_rn(xv[a], wv[b]));
+      }
+      __syncthreads();
+    }
+    // Leaf l of the tree: merge with the pending value of each level whose
+    // bit of l is set, park the result at the first clear bit.
+#pragma unroll
+    for (int a = 0; a < 4; ++a)
+#pragma unroll
+      for (int b = 0; b < 4; ++b) {
+        float v = acc[a][b];
+        bool parked = false;
+#pragma unroll
+        for (int j = 0; j < 5; ++j) {
+          if (!parked) {
+            if ((l >> j) & 1) {
+              v = __fadd_rn(pending[j][a][b], v);
+            } else {
+              pending[j][a][b] = v;
+              parked = true;
+            }
+          }
+        }
+        acc[a][b] = v;  // the whole tree after leaf 31
+      }
+  }
+  if (irregular) atomicOr(flag, 1);
+#pragma unroll
+  for (int a = 0; a < 4; ++a) {
+    const int64_t gi = i0 + ty + 16 * a;
+#pragma unroll
+    for (int b = 0; b < 4; ++b) {
+      const int64_t gr = r0 + tx + 16 * b;
+      if (gi < m && gr < p.n)
+        y[gi * p.n + gr] = from_f<YT>(bias ? __fadd_rn(acc[a][b], to_f(bias[gr])) : acc[a][b]);
+    }
   }
 }
 
@@ -161,13 +262,25 @@ cudaError_t launch_linear(const Plan& p, const XT* x, int64_t m, const BT* bias,
 }
 
 template <Kind K, class XT, class YT, class BT>
+cudaError_t launch_gemm(const Plan& p, const XT* x, int64_t m, const BT* bias, YT* y, int* flag,
+                        int64_t* scratch, cudaStream_t s) {
+  const dim3 grid(static_cast<unsigned>((p.n + kTile - 1) / kTile), static_cast<unsigned>((m + kTile - 1) / kTile));
+  gemm_kernel<K, XT, YT, BT><<<grid, kGemmThreads, 0, s>>>(p, x, m, bias, y, flag);
+  if (K == Kind::kInt8Sparse24)
+    sparse_fallback_kernel<XT, YT, BT><<<1, 1024, 0, s>>>(p, x, m, bias, y, nullptr, flag, scratch);
+  return cudaGetLastError();
+}
+
+// Batch 1 to 8: the GEMV kernel, batch rows in registers; above: the tiled
+// GEMM. Both give the same bits (the same operations in the same order).
+template <Kind K, class XT, class YT, class BT>
 cudaError_t by_batch(const Plan& p, const XT* x, int64_t m, const BT* bias, YT* y, int* flag,
                      int64_t* scratch, cudaStream_t s) {
   if (m <= 1) return launch_linear<K, 1>(p, x, m, bias, y, flag, scratch, s);
   if (m <= 2) return launch_linear<K, 2>(p, x, m, bias, y, flag, scratch, s);
   if (m <= 4) return launch_linear<K, 4>(p, x, m, bias, y, flag, scratch, s);
   if (m <= 8) return launch_linear<K, 8>(p, x, m, bias, y, flag, scratch, s);
-  return launch_linear<K, 16>(p, x, m, bias, y, flag, scratch, s);
+  return launch_gemm<K>(p, x, m, bias, y, flag, scratch, s);
 }
 
 template <class XT, class YT, class BT>

@@ -7,10 +7,13 @@
 // Numerics: W takes exactly the contract's decoded values (NaN canonical,
 // 0x7FC00000); every product x*w is rounded to binary32 and added with a
 // binary32 add (__fmul_rn/__fadd_rn: never fused). The reduction order per
-// output element is fixed by k alone: the columns are cut into units of 32
-// (the last may hold 16); lane l of a warp adds, from +0.0, the products of
-// units l, l+32, l+64, ... in ascending column order; the 32 lane sums are
-// then combined by the butterfly xor 16, 8, 4, 2, 1; the bias is added
+// output element is fixed by k alone: the columns are cut into U units of
+// 32 (the last may hold 16) and the units into 32 slices, slice l holding
+// units floor(U*l/32) .. floor(U*(l+1)/32) - 1 (some empty when U < 32);
+// each slice sum adds, from +0.0, its products in ascending column order;
+// the 32 slice sums are combined by the adjacent-pairs tree
+// ((s0+s1)+(s2+s3))+... (a warp's butterfly xor 1, 2, 4, 8, 16); the bias is
+// added
 // last. The result does not depend on the batch size, the grid or the GPU.
 // (It is not the CPU law, grit/linear_law.h: CPU and CUDA agree within the
 // float32 summation bound, not bit for bit.)

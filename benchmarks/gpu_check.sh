@@ -4,7 +4,7 @@
 # (CUDA kernels for this GPU only), runs the CUDA tests (and the CPU kernel
 # tests on that machine's CPU), then the GPU benchmark, and writes it all
 # under $OUT (default build/gpu_check): summary.txt, env.txt, build.log,
-# tests.txt, bench_cuda.md. Budget: under 8 minutes.
+# tests.txt, bench_cuda.md, bench_quantize_cuda.md. Budget: under 8 minutes.
 #
 #   OUT=/tmp/gpu bash benchmarks/gpu_check.sh
 set -u
@@ -60,3 +60,5 @@ fi
 # 3. The GPU benchmark.
 timeout 90 "$PY" benchmarks/bench_linear_cuda.py > "$OUT/bench_cuda.md" 2>&1
 log "benchmark: rc=$? (table in bench_cuda.md)"
+timeout 60 "$PY" benchmarks/bench_quantize.py --device cuda --shapes 4096x4096 > "$OUT/bench_quantize_cuda.md" 2>&1
+log "quantize benchmark: rc=$? (table in bench_quantize_cuda.md)"

@@ -1,5 +1,6 @@
-// CPU kernels of the grit:: ops for "INT4G<g>": the core's encoder, reader
-// and decoder (csrc/grit/int4_groups.h) and the packed-linear kernels of
+// CPU kernels of the grit:: ops for "INT4G<g>": the core's encoder (a group
+// at a time, kernels/common/int4g_encode.h, over threads), reader and decoder
+// (csrc/grit/int4_groups.h) and the packed-linear kernels of
 // csrc/kernels/cpu (the active variant's KernelTable::int4g_tiles, the
 // reference's bits; packed_linear_int4g.h for grad_x) behind argument
 // checks and at::parallel_for. Threads own disjoint output elements and
@@ -15,6 +16,7 @@
 #include <cstring>
 
 #include "grit/int4_groups.h"
+#include "kernels/common/int4g_encode.h"
 #include "kernels/cpu/packed_linear_cpu.h"
 #include "ops/grad_input_blocks.h"
 #include "ops/int4g_args.h"
@@ -24,34 +26,50 @@ namespace grit_ops {
 
 std::vector<at::Tensor> int4g_quantize_cpu(const at::Tensor& w, uint64_t group) {
   const char* op = "grit::quantize";
-  const std::string name = int4g_name(group);
-  const auto st = w.scalar_type();
-  TORCH_CHECK_TYPE(st == at::kFloat || st == at::kBFloat16 || st == at::kHalf || st == at::kDouble,
-                   op, ": argument 'w' must be float32, bfloat16, float16 or float64 for ", name,
-                   ", found ", st);
-  TORCH_CHECK_VALUE(w.dim() == 2, op, ": argument 'w' must be a 2-D weight [out, in], found ",
-                    w.dim(), " dimensions ", shape_str(w.sizes()));
-  check_int4g_shape(op, group, w.sizes());
+  const Int4gQuantizeArgs a = int4g_quantize_args(op, w, group);
   const at::Tensor v = w.to(at::kDouble).contiguous();
+  const auto u8 = w.options().dtype(at::kByte);
+  at::Tensor data = at::zeros({a.code_bytes}, u8);  // codes are OR-ed in, a nibble at a time
+  at::Tensor scale0 = at::empty({a.scale_bytes}, u8);
+  const int64_t n = a.rows, k = a.cols, g = static_cast<int64_t>(group), per_row = (k + g - 1) / g;
+  const double* vp = v.const_data_ptr<double>();
+  uint8_t* codes = data.mutable_data_ptr<uint8_t>();
+  uint8_t* scales = scale0.mutable_data_ptr<uint8_t>();
+  // Units of two rows start on a byte even when a row's length is odd (a
+  // byte then holds the last code of a row and the first of the next), so
+  // no two tasks write one byte; the bytes do not depend on the split.
+  std::atomic<bool> ok{true};
+  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(1, k));
+  at::parallel_for(0, (n + 1) / 2, grain, [&](int64_t b, int64_t e) {
+    for (int64_t r = 2 * b; r < std::min(2 * e, n); ++r)
+      for (int64_t gi = 0; gi < per_row; ++gi) {
+        const int64_t c0 = gi * g, c1 = std::min(c0 + g, k);
+        double s;
+        if (!grit::int4genc::group_scale(vp + r * k + c0, c1 - c0, &s)) {
+          ok = false;
+          return;
+        }
+        std::memcpy(scales + 8 * (r * per_row + gi), &s, 8);
+        for (int64_t c = c0; c < c1; ++c) {
+          const int64_t i = r * k + c;
+          const int q = grit::int4genc::code(vp[i], s);
+          codes[i / 2] |= static_cast<uint8_t>((q & 0xF) << (4 * (i % 2)));
+        }
+      }
+  });
+  if (!ok) raise_int4g_refusal(op, v, group);
+  return {data, scale0, at::empty({0}, u8), at::empty({0}, u8)};
+}
+
+void raise_int4g_refusal(const char* op, const at::Tensor& v, uint64_t group) {
+  const at::Tensor d = v.cpu().to(at::kDouble).contiguous();
   std::vector<uint8_t> packed;
   std::vector<double> scales;
-  const grit::Status s =
-      grit::int4g_encode(v.const_data_ptr<double>(), static_cast<uint64_t>(w.size(0)),
-                         static_cast<uint64_t>(w.size(1)), group, &packed, &scales);
-  TORCH_CHECK_VALUE(s.ok(), op, ": cannot quantize argument 'w' ", shape_str(w.sizes()), " to ",
-                    name, ": ", s.message, " (", grit::error_name(s.code), ")");
-  int64_t code_bytes = 0, scale_bytes = 0;
-  int4g_plane_bytes(w.size(0), w.size(1), group, &code_bytes, &scale_bytes);
-  TORCH_CHECK(static_cast<int64_t>(packed.size()) == code_bytes &&
-                  static_cast<int64_t>(scales.size()) * 8 == scale_bytes,
-              op, ": internal error: the encoder wrote ", packed.size(), " code bytes and ",
-              scales.size(), " scales, the layout says ", code_bytes, " and ", scale_bytes / 8);
-  const auto u8 = w.options().dtype(at::kByte);
-  at::Tensor data = at::empty({code_bytes}, u8);
-  at::Tensor scale0 = at::empty({scale_bytes}, u8);
-  std::memcpy(data.mutable_data_ptr<uint8_t>(), packed.data(), packed.size());
-  std::memcpy(scale0.mutable_data_ptr<uint8_t>(), scales.data(), scales.size() * 8);
-  return {data, scale0, at::empty({0}, u8), at::empty({0}, u8)};
+  const grit::Status s = grit::int4g_encode(d.const_data_ptr<double>(), static_cast<uint64_t>(d.size(0)),
+                                            static_cast<uint64_t>(d.size(1)), group, &packed, &scales);
+  TORCH_CHECK_VALUE(s.ok(), op, ": cannot quantize argument 'w' ", shape_str(d.sizes()), " to ",
+                    int4g_name(group), ": ", s.message, " (", grit::error_name(s.code), ")");
+  TORCH_CHECK(false, op, ": internal error: a group encoder refused a tensor the core's INT4G encoder takes");
 }
 
 at::Tensor int4g_dequantize_cpu(const at::Tensor& data, const at::Tensor& scale0,

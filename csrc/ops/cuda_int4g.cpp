@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/cuda/int4g_linear_cuda.h"
+#include "kernels/cuda/int4g_quantize_cuda.h"
 #include "ops/int4g_args.h"
 #include "ops/int4g_ops.h"
 #include "ops/cuda_dtype.h"
@@ -78,6 +79,25 @@ at::Tensor int4g_packed_linear_cuda(const at::Tensor& x, const at::Tensor& data,
   }
   settle(op, flag, data, s0, scale1, aux, group, shape);
   return y.view(with_last(x.sizes(), n));
+}
+
+std::vector<at::Tensor> int4g_quantize_cuda(const at::Tensor& w, uint64_t group) {
+  const char* op = "grit::quantize";
+  const Int4gQuantizeArgs a = int4g_quantize_args(op, w, group);
+  const c10::cuda::CUDAGuard guard(w.device());
+  const at::Tensor v = w.to(at::kDouble).contiguous();
+  const auto u8 = w.options().dtype(at::kByte);
+  at::Tensor data = at::empty({a.code_bytes}, u8);
+  at::Tensor scale0 = at::empty({a.scale_bytes}, u8);  // device allocations are 256-byte aligned
+  const at::Tensor codes = at::empty({a.rows * a.cols}, w.options().dtype(at::kChar));
+  const at::Tensor flag = at::empty({1}, w.options().dtype(at::kInt));
+  const cudaError_t err = grit::cuda::int4g_quantize(
+      v.const_data_ptr<double>(), a.rows, a.cols, static_cast<int64_t>(group), codes.mutable_data_ptr<int8_t>(),
+      data.mutable_data_ptr<uint8_t>(), reinterpret_cast<double*>(scale0.mutable_data_ptr<uint8_t>()),
+      flag.mutable_data_ptr<int>(), c10::cuda::getCurrentCUDAStream().stream());
+  TORCH_CHECK(err == cudaSuccess, op, ": CUDA kernel launch failed: ", cudaGetErrorString(err));
+  if (flag.item<int>() != 0) raise_int4g_refusal(op, v.cpu(), group);
+  return {data, scale0, at::empty({0}, u8), at::empty({0}, u8)};
 }
 
 at::Tensor int4g_dequantize_cuda(const at::Tensor& data, const at::Tensor& scale0, const at::Tensor& scale1,

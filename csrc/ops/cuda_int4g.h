@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 namespace grit_ops {
 
@@ -18,6 +19,10 @@ namespace grit_ops {
 at::Tensor int4g_packed_linear_cuda(const at::Tensor& x, const at::Tensor& data, const at::Tensor& scale0,
                                     const at::Tensor& scale1, const at::Tensor& aux, uint64_t group,
                                     c10::IntArrayRef shape, const std::optional<at::Tensor>& bias);
+
+// The device encoder (csrc/kernels/cuda/int4g_quantize_cuda.h): the core
+// encoder's planes; a refused weight raises the core's message (a host run).
+std::vector<at::Tensor> int4g_quantize_cuda(const at::Tensor& w, uint64_t group);
 
 // The device decode (binary64, the core's bits), cast once to dtype.
 at::Tensor int4g_dequantize_cuda(const at::Tensor& data, const at::Tensor& scale0, const at::Tensor& scale1,

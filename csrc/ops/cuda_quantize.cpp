@@ -1,11 +1,9 @@
 // CUDA kernel of grit::quantize: the CPU op's argument checks, then the
 // block encoders on the device (csrc/kernels/cuda/quantize_cuda.h) on the
 // current stream. A Q4KS tensor a block refuses is re-encoded by the core on
-// a host copy, which raises its own message. INT4G (seed 001's groups) is
-// encoded on the host: its encoder takes binary64 values and runs once per
-// layer at conversion.
+// a host copy, which raises its own message. INT4G (seed 001's groups) has
+// its own kernel (cuda_int4g.h).
 #include <ATen/ATen.h>
-#include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
@@ -13,6 +11,7 @@
 #include <vector>
 
 #include "kernels/cuda/quantize_cuda.h"
+#include "ops/cuda_int4g.h"
 #include "ops/int4g_args.h"
 #include "ops/quantize_args.h"
 
@@ -21,14 +20,7 @@ namespace {
 
 std::vector<at::Tensor> quantize_cuda(const at::Tensor& w, c10::string_view grade_text) {
   const char* op = "grit::quantize";
-  if (int4g_group_arg(op, grade_text) != 0) {
-    static auto cpu_op = c10::Dispatcher::singleton()
-                             .findSchemaOrThrow("grit::quantize", "")
-                             .typed<std::vector<at::Tensor>(const at::Tensor&, c10::string_view)>();
-    std::vector<at::Tensor> planes = cpu_op.call(w.cpu(), grade_text);
-    for (auto& t : planes) t = t.to(w.device());
-    return planes;
-  }
+  if (const uint64_t g = int4g_group_arg(op, grade_text)) return int4g_quantize_cuda(w, g);
   QuantizeArgs a = quantize_args(op, w, grade_text);
   const c10::cuda::CUDAGuard guard(w.device());
   const at::Tensor v = w.to(at::kFloat).contiguous();

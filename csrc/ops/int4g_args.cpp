@@ -75,6 +75,21 @@ void check_int4g_shape(const char* op, uint64_t group, c10::IntArrayRef shape) {
                     int4g_name(group), ": ", s.message);
 }
 
+Int4gQuantizeArgs int4g_quantize_args(const char* op, const at::Tensor& w, uint64_t group) {
+  const auto st = w.scalar_type();
+  TORCH_CHECK_TYPE(st == at::kFloat || st == at::kBFloat16 || st == at::kHalf || st == at::kDouble,
+                   op, ": argument 'w' must be float32, bfloat16, float16 or float64 for ", int4g_name(group),
+                   ", found ", st);
+  TORCH_CHECK_VALUE(w.dim() == 2, op, ": argument 'w' must be a 2-D weight [out, in], found ",
+                    w.dim(), " dimensions ", shape_str(w.sizes()));
+  check_int4g_shape(op, group, w.sizes());
+  Int4gQuantizeArgs a;
+  a.rows = w.size(0);
+  a.cols = w.size(1);
+  int4g_plane_bytes(a.rows, a.cols, group, &a.code_bytes, &a.scale_bytes);
+  return a;
+}
+
 grit::cpu::Int4gWeight int4g_weight(const char* op, const at::Tensor& data,
                                     const at::Tensor& scale0, const at::Tensor& scale1,
                                     const at::Tensor& aux, uint64_t group, c10::IntArrayRef shape,

@@ -40,6 +40,13 @@ void int4g_plane_bytes(int64_t rows, int64_t cols, uint64_t group, int64_t* code
 // A 2-D [rows, cols] shape with rows, cols >= 1.
 void check_int4g_shape(const char* op, uint64_t group, c10::IntArrayRef shape);
 
+// grit::quantize's weight for INT4G: float32, bfloat16, float16 or float64,
+// 2-D, a valid shape; the planes' byte counts.
+struct Int4gQuantizeArgs {
+  int64_t rows, cols, code_bytes, scale_bytes;
+};
+Int4gQuantizeArgs int4g_quantize_args(const char* op, const at::Tensor& w, uint64_t group);
+
 // How much of the core reader int4g_weight runs: all of it; the checks that
 // read no code or scale but the padding byte (for a CPU kernel that checks
 // them as it reads, KernelTable::int4g_tiles); or those that read no byte

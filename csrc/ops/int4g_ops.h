@@ -15,6 +15,10 @@ namespace grit_ops {
 // w: float32, bfloat16, float16 or float64 (converted exactly to binary64).
 std::vector<at::Tensor> int4g_quantize_cpu(const at::Tensor& w, uint64_t group);
 
+// A group encoder refused (a non-finite weight): run the core's encoder on
+// the host values `v` and raise its message.
+[[noreturn]] void raise_int4g_refusal(const char* op, const at::Tensor& v, uint64_t group);
+
 // The core decode (binary64), cast once to dtype.
 at::Tensor int4g_dequantize_cpu(const at::Tensor& data, const at::Tensor& scale0,
                                 const at::Tensor& scale1, const at::Tensor& aux, uint64_t group,

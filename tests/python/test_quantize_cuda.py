@@ -1,6 +1,6 @@
-"""grit::quantize on CUDA (csrc/kernels/cuda/quantize.cu): the planes are the
+"""grit::quantize on CUDA (csrc/kernels/cuda/quantize.cu, int4g_quantize.cu): the planes are the
 CPU op's bytes (which test_quantize_op_cpu.py holds equal to the core's
-encoder) for every grade family, dtype, NaN/Inf/zero/huge rows and an empty
+encoder) for every grade family and INT4G, dtype, NaN/Inf/zero/huge rows and an empty
 weight; a Q4KS tensor the core refuses raises the core's message; opcheck.
 Skipped only when no CUDA device is visible."""
 
@@ -54,3 +54,24 @@ def test_bad_arguments_raise_before_any_launch():
 
 def test_opcheck():
     torch.library.opcheck(torch.ops.grit.quantize.default, (torch.randn(16, 256, device="cuda"), "Q4KS"))
+
+
+@pytest.mark.parametrize("shape,group", [((301, 257), 32), ((64, 1000), 7), ((33, 9), 4), ((1, 1), 1)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_int4g_planes_are_the_cpu_ops_bytes(shape, group, dtype):
+    w = torch.randn(shape, generator=torch.Generator().manual_seed(shape[0])).to(dtype)
+    w[0, 0] = 0.0
+    grade = "INT4G%d" % group
+    got = torch.ops.grit.quantize(w.cuda(), grade)
+    assert all(p.device.type == "cuda" for p in got)
+    assert _bytes(got) == _bytes(torch.ops.grit.quantize(w, grade))
+
+
+def test_int4g_refusal_is_the_cpu_message():
+    w = torch.randn(400, 33)
+    w[250, 30] = float("inf")
+    with pytest.raises(ValueError) as cpu:
+        torch.ops.grit.quantize(w, "INT4G8")
+    with pytest.raises(ValueError) as gpu:
+        torch.ops.grit.quantize(w.cuda(), "INT4G8")
+    assert str(gpu.value) == str(cpu.value)

@@ -86,3 +86,34 @@ def test_a_tensor_the_core_refuses_raises_the_core_message():
     with pytest.raises(ValueError, match="grit::quantize: cannot quantize to .*overflows binary32") as op:
         torch.ops.grit.quantize(w, "Q4KS")
     assert str(core.value).split(": ", 1)[1] in str(op.value)
+
+
+# Seed 001's INT4G: the op encodes groups over threads (kernels/common/int4g_encode.h); its planes are
+# the core encoder's (Int4Groups.encode), odd row lengths (rows sharing a byte) and short final groups
+# included; a refusal names the core's first offender however the rows were split.
+
+from torch_grit.int4_groups import Int4Groups  # noqa: E402
+
+
+@pytest.mark.parametrize("shape,group", [((301, 257), 32), ((64, 1000), 7), ((33, 9), 4), ((1, 1), 1)])
+def test_int4g_planes_are_the_core_encoders_bytes(shape, group):
+    w = torch.randn(shape, generator=torch.Generator().manual_seed(shape[1]))
+    w[0, : min(5, shape[1])] = 0.0
+    packed, scales = Int4Groups(group).encode(w.double().numpy())
+    before = torch.get_num_threads()
+    try:
+        for threads in (1, max(2, before)):
+            torch.set_num_threads(threads)
+            planes = torch.ops.grit.quantize(w, "INT4G%d" % group)
+            assert planes[0].numpy().tobytes() == bytes(packed)
+            assert planes[1].numpy().tobytes() == scales.tobytes()
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_int4g_refusal_names_the_first_offender_on_a_split_tensor():
+    w = torch.randn(4000, 33)
+    w[3999, 1] = float("nan")
+    w[2500, 30] = float("inf")  # the first in row-major order
+    with pytest.raises(ValueError, match="non-finite weight at row 2500, column 30"):
+        torch.ops.grit.quantize(w, "INT4G8")

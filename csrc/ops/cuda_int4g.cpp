@@ -81,6 +81,35 @@ at::Tensor int4g_packed_linear_cuda(const at::Tensor& x, const at::Tensor& data,
   return y.view(with_last(x.sizes(), n));
 }
 
+at::Tensor int4g_grad_input_cuda(const at::Tensor& grad_y, const at::Tensor& data, const at::Tensor& scale0,
+                                 const at::Tensor& scale1, const at::Tensor& aux, uint64_t group,
+                                 c10::IntArrayRef shape) {
+  const char* op = "grit::packed_linear_grad_input";
+  check_int4g_shape(op, group, shape);
+  const int64_t n = shape[0], k = shape[1];
+  check_activation(op, "grad_y", grad_y, n, "out-features (shape[0])", shape);
+  const c10::cuda::CUDAGuard guard(grad_y.device());
+  const at::Tensor s0 = aligned8(scale0);
+  std::vector<double> unused;
+  const grit::cpu::Int4gWeight w =
+      int4g_weight(op, data, s0, scale1, aux, group, shape, grad_y.device(), &unused, Int4gCheck::kLengths);
+  const int64_t m = batch_rows(grad_y);
+  at::Tensor gx = at::empty({m, k}, grad_y.options().dtype(at::kFloat));
+  // An empty batch reads no code: the planes are still checked, on the host.
+  const at::Tensor flag = m > 0 ? at::zeros({1}, grad_y.options().dtype(at::kInt))
+                                : at::ones({1}, grad_y.options().dtype(at::kInt));
+  if (m > 0) {
+    const at::Tensor gy = grad_y.reshape({m, n}).contiguous();
+    const cudaError_t err = grit::cuda::int4g_grad_input(device_plan(w), gy.const_data_ptr(),
+                                                         cuda_dtype_of(grad_y.scalar_type()), m,
+                                                         gx.mutable_data_ptr<float>(), flag.mutable_data_ptr<int>(),
+                                                         c10::cuda::getCurrentCUDAStream().stream());
+    TORCH_CHECK(err == cudaSuccess, op, ": CUDA kernel launch failed: ", cudaGetErrorString(err));
+  }
+  settle(op, flag, data, s0, scale1, aux, group, shape);
+  return gx.to(grad_y.scalar_type()).view(with_last(grad_y.sizes(), k));
+}
+
 std::vector<at::Tensor> int4g_quantize_cuda(const at::Tensor& w, uint64_t group) {
   const char* op = "grit::quantize";
   const Int4gQuantizeArgs a = int4g_quantize_args(op, w, group);

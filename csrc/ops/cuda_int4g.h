@@ -20,6 +20,11 @@ at::Tensor int4g_packed_linear_cuda(const at::Tensor& x, const at::Tensor& data,
                                     const at::Tensor& scale1, const at::Tensor& aux, uint64_t group,
                                     c10::IntArrayRef shape, const std::optional<at::Tensor>& bias);
 
+// The device kernel of the backward to x; flags and checks as packed_linear.
+at::Tensor int4g_grad_input_cuda(const at::Tensor& grad_y, const at::Tensor& data, const at::Tensor& scale0,
+                                 const at::Tensor& scale1, const at::Tensor& aux, uint64_t group,
+                                 c10::IntArrayRef shape);
+
 // The device encoder (csrc/kernels/cuda/int4g_quantize_cuda.h): the core
 // encoder's planes; a refused weight raises the core's message (a host run).
 std::vector<at::Tensor> int4g_quantize_cuda(const at::Tensor& w, uint64_t group);

@@ -4,10 +4,10 @@
 //
 // packed_linear and dequantize run on the device for every grade with a fast
 // decoder (the reference grades and their siblings) and for INT4G
-// (cuda_int4g.h), and packed_linear_grad_input for every grade with a fast
-// decoder (grad_input_cuda.h); quantize has its own file (cuda_quantize.cpp).
-// Other grades, and INT4G's backward, run the CPU kernels on host copies (a
-// host round trip, said once by a warning): their results are the CPU's.
+// (cuda_int4g.h), and packed_linear_grad_input for those and INT4G
+// (grad_input_cuda.h); quantize has its own file (cuda_quantize.cpp). Other
+// grades run the CPU kernels on host copies (a host round trip, said once by
+// a warning): their results are the CPU's.
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAStream.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -175,11 +175,8 @@ at::Tensor packed_linear_grad_input_cuda(const at::Tensor& grad_y, const at::Ten
     return cpu_op.call(grad_y.cpu(), data.cpu(), scale0.cpu(), scale1.cpu(), aux.cpu(), grade_text, shape)
         .to(grad_y.device());
   };
-  if (int4g_group_arg(op, grade_text) != 0) {
-    TORCH_WARN_ONCE(op, ": INT4G has no CUDA kernel for the backward; it runs the CPU kernel on host copies "
-                    "(a round trip)");
-    return on_host();
-  }
+  if (const uint64_t g = int4g_group_arg(op, grade_text))
+    return int4g_grad_input_cuda(grad_y, data, scale0, scale1, aux, g, shape);
   const auto grade = grade_arg(op, grade_text);
   check_weight_shape(op, *grade, shape);
   const int64_t n = shape[0], k = shape[1];

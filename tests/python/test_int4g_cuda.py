@@ -1,12 +1,15 @@
 """INT4G's CUDA kernels (csrc/kernels/cuda/int4g_linear_cuda.h), on the GPU. Skipped only
 when no CUDA device is visible.
 
-dequantize on CUDA returns the core's binary64 values bit for bit; packed_linear on CUDA
-forms the same binary64 products but adds them in its own fixed order (warp lanes, then a
-butterfly), so it stays within the summation bound of F.linear in float64 on the decoded
-weight and is bit-for-bit repeatable; bad planes are refused with the reader's own message.
+dequantize on CUDA returns the core's binary64 values bit for bit; packed_linear and
+grad_input on CUDA form the same binary64 products but add them in their own fixed orders
+(packed_linear: 32 slices of 8-column units and the adjacent-pairs tree, on the GEMV and the
+GEMM path alike; grad_input: warp lanes over rows, then a butterfly), modelled here in numpy
+bit for bit, within the summation bound of F.linear in float64 on the decoded weight and
+bit-for-bit repeatable; bad planes are refused with the reader's own message.
 """
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -66,6 +69,64 @@ def test_packed_linear_is_within_the_summation_bound(dtype, rows, cols, group):
         assert torch.equal(again, y)
 
 
+def _linear_order(x, w64, bias):
+    """packed_linear's CUDA order: slice l of the 8-column units sums in column order, the
+    slice sums meet in the adjacent-pairs tree, the bias last."""
+    x = x.float().double().numpy()
+    k = x.shape[1]
+    units = (k + 7) // 8
+    wt = w64.numpy().T  # [k, n]
+    leaves = []
+    for l in range(32):
+        s = np.zeros((x.shape[0], wt.shape[1]), np.float32)
+        for c in range(8 * (units * l // 32), min(k, 8 * (units * (l + 1) // 32))):
+            s = (s + (x[:, c:c + 1] * wt[None, c, :]).astype(np.float32)).astype(np.float32)
+        leaves.append(s)
+    while len(leaves) > 1:
+        leaves = [(leaves[i] + leaves[i + 1]).astype(np.float32) for i in range(0, len(leaves), 2)]
+    out = leaves[0]
+    if bias is not None:
+        out = (out + bias.float().numpy()[None, :]).astype(np.float32)
+    return torch.from_numpy(out)
+
+
+def _grad_order(gy, w64):
+    """grad_input's CUDA order: lane l sums rows l, l+32, ... ascending, then the butterfly."""
+    gy, w = gy.float().double().numpy(), w64.numpy()
+    lanes = np.zeros((32, gy.shape[0], w.shape[1]), np.float32)
+    for j in range(w.shape[0]):
+        lanes[j % 32] = (lanes[j % 32] + (gy[:, j:j + 1] * w[None, j, :]).astype(np.float32)).astype(np.float32)
+    for off in (16, 8, 4, 2, 1):
+        lanes = (lanes + lanes[np.arange(32) ^ off]).astype(np.float32)
+    return torch.from_numpy(lanes[0])
+
+
+def _same(a, b):
+    nan = b.isnan()
+    bits = torch.int32 if a.dtype == torch.float32 else torch.int16
+    return bool((a.isnan() == nan).all()) and torch.equal(a[~nan].view(bits), b[~nan].view(bits))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rows, cols, group", CASES)
+def test_packed_linear_and_grad_input_bits_are_the_documented_orders(dtype, rows, cols, group):
+    grade, planes = "INT4G%d" % group, _planes(rows, cols, group, seed=3)
+    w64 = torch.ops.grit.dequantize(*planes, grade, [rows, cols], torch.float64)
+    dplanes = _cuda(planes)
+    for b, batch in enumerate(((1,), (3, 3), (8,), (17,), (70,))):  # GEMV <= 8 rows, GEMM above
+        x = torch.randn(*batch, cols, generator=torch.Generator().manual_seed(60 + b)).to(dtype)
+        bias = torch.randn(rows) if b % 2 else None  # the op takes a float32 bias for INT4G
+        y = torch.ops.grit.packed_linear(x.to(DEV), *dplanes, grade, [rows, cols],
+                                         None if bias is None else bias.to(DEV)).cpu()
+        want = _linear_order(x.reshape(-1, cols), w64, bias).to(dtype).reshape(y.shape)
+        assert _same(y, want), ("packed_linear", dtype, rows, cols, group, batch)
+        gy = torch.randn(*batch, rows, generator=torch.Generator().manual_seed(70 + b)).to(dtype)
+        gx = torch.ops.grit.packed_linear_grad_input(gy.to(DEV), *dplanes, grade, [rows, cols]).cpu()
+        assert gx.dtype == dtype and gx.shape == (*batch, cols)
+        want = _grad_order(gy.reshape(-1, rows), w64).to(dtype).reshape(gx.shape)
+        assert _same(gx, want), ("grad_input", dtype, rows, cols, group, batch)
+
+
 def test_nan_and_infinite_activations_give_the_canonical_nan():
     planes = _cuda(_planes(16, 64, 16))
     x = torch.randn(2, 64)
@@ -96,6 +157,9 @@ def test_refusals_carry_the_readers_message():
         with pytest.raises(ValueError) as got:
             torch.ops.grit.check(*dev, "INT4G16", [20, 64])
         assert _first_line(got) == _first_line(want), name
+        with pytest.raises(ValueError) as got:
+            torch.ops.grit.packed_linear_grad_input(torch.randn(2, 20, device=DEV), *dev, "INT4G16", [20, 64])
+        assert _first_line(got) == _first_line(want).replace("grit::check", "grit::packed_linear_grad_input"), name
     # the padding nibble of an odd element count, and an empty batch still checks
     padded = (torch.tensor([0xC9, 0x40, 0x17], dtype=torch.uint8, device=DEV),
               torch.tensor([1.0, 1.0], dtype=torch.float64).view(torch.uint8).to(DEV), EMPTY.to(DEV), EMPTY.to(DEV))

@@ -1,8 +1,9 @@
-// CUDA packed_linear and dequantize for INT4G (see int4g_linear_cuda.h for
-// the numerics, the reduction order and the checks). One warp per output
-// row: lane l takes the 8-column units l, l+32, ... of its row (four code
-// bytes per unit when the row starts on a byte), up to MB batch rows in
-// registers; the batch is tiled by MB (1, 2, 4, 8, then 16).
+// CUDA packed_linear, grad_input and dequantize for INT4G (see
+// int4g_linear_cuda.h for the numerics, the reduction orders and the
+// checks). packed_linear up to batch 8: one warp per output row, lane l
+// takes the 8-column units of slice l of its row, up to 8 batch rows in
+// registers; above: 64 x 64 tiles staged in shared memory, the same
+// operations in the same order.
 #include <cfloat>
 
 #include "kernels/cuda/device_math.cuh"
@@ -23,6 +24,9 @@ __device__ __forceinline__ int code_at(const uint8_t* codes, int64_t idx, int* b
   return (nib ^ 8) - 8;
 }
 
+// The first unit of slice l (0..32) of a row of `units` units.
+__device__ __forceinline__ int64_t slice_begin(int64_t units, int l) { return units * l / 32; }
+
 __device__ __forceinline__ int padding_flag(const Int4gPlan& p) {
   return (p.n * p.k) % 2 == 1 && (p.codes[p.code_bytes - 1] & 0xF0) != 0 ? kInt4gPadding : 0;
 }
@@ -40,8 +44,9 @@ __global__ void __launch_bounds__(32 * kWarps) linear_kernel(Int4gPlan p, const 
 #pragma unroll
   for (int i = 0; i < MB; ++i) acc[i] = 0.0f;
   int bad = r == 0 && lane == 0 && blockIdx.y == 0 ? padding_flag(p) : 0;
-  for (int64_t c0 = 8 * static_cast<int64_t>(lane); c0 < k; c0 += 256) {
-    const int64_t c1 = k - c0 < 8 ? k : c0 + 8;
+  const int64_t units = (k + 7) / 8, u_end = slice_begin(units, lane + 1);
+  for (int64_t u = slice_begin(units, lane); u < u_end; ++u) {
+    const int64_t c0 = 8 * u, c1 = k - c0 < 8 ? k : c0 + 8;
     int64_t gi = c0 / g, next = (gi + 1) * g;
     double s = srow[gi];
     bad |= scale_flag(s);
@@ -65,12 +70,142 @@ __global__ void __launch_bounds__(32 * kWarps) linear_kernel(Int4gPlan p, const 
 #pragma unroll
   for (int i = 0; i < MB; ++i) {
 #pragma unroll
-    for (int off = 16; off > 0; off >>= 1) acc[i] = __fadd_rn(acc[i], __shfl_xor_sync(0xFFFFFFFFu, acc[i], off));
+    for (int off = 1; off < 32; off <<= 1) acc[i] = __fadd_rn(acc[i], __shfl_xor_sync(0xFFFFFFFFu, acc[i], off));
   }
   if (lane == 0) {
 #pragma unroll
     for (int i = 0; i < MB; ++i)
       if (i0 + i < m) y[(i0 + i) * p.n + r] = from_f<XT>(canon(bias ? __fadd_rn(acc[i], bias[r]) : acc[i]));
+  }
+}
+
+// W[r, c] = q * s in binary64, flags OR-ed into *bad.
+__device__ __forceinline__ double weight_at(const Int4gPlan& p, int64_t per_row, int64_t r, int64_t c, int* bad) {
+  const double s = p.scales[r * per_row + c / p.group];
+  *bad |= scale_flag(s);
+  return __dmul_rn(static_cast<double>(code_at(p.codes, r * p.k + c, bad)), s);
+}
+
+// GEMM (batch > 8): 64 x 64 output tiles, each thread 4 x 4 (batch rows
+// ty + 16a, weight rows tx + 16b); per step up to 4 units (32 columns, never
+// past a slice's end) of activations and binary64 weights staged in shared
+// memory. A thread carries each output's slice sum and the pending values of
+// the adjacent-pairs tree, so it performs the GEMV's operations in its order.
+constexpr int kTile = 64;
+constexpr int kGemmThreads = 256;
+
+template <class XT>
+__global__ void __launch_bounds__(kGemmThreads) gemm_kernel(Int4gPlan p, const XT* x, int64_t m,
+                                                            const float* bias, XT* y, int* flag) {
+  __shared__ float xs[kTile][33];
+  __shared__ double ws[kTile][33];
+  const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kTile, i0 = static_cast<int64_t>(blockIdx.y) * kTile;
+  const int64_t k = p.k, units = (k + 7) / 8, per_row = (k + p.group - 1) / p.group;
+  int bad = blockIdx.x == 0 && blockIdx.y == 0 && tid == 0 ? padding_flag(p) : 0;
+  float acc[4][4], pending[5][4][4];
+  for (int l = 0; l < 32; ++l) {
+#pragma unroll
+    for (int a = 0; a < 4; ++a)
+#pragma unroll
+      for (int b = 0; b < 4; ++b) acc[a][b] = 0.0f;
+    const int64_t u_end = slice_begin(units, l + 1);
+    for (int64_t u = slice_begin(units, l); u < u_end; u += 4) {
+      const int64_t c0 = 8 * u, c1 = min(min(k, c0 + 32), 8 * u_end);
+      const int nc = static_cast<int>(c1 - c0);
+      for (int e = tid; e < kTile * 32; e += kGemmThreads) {
+        const int row = e / 32, col = e % 32;
+        const int64_t gi = i0 + row, gr = r0 + row;
+        xs[row][col] = (gi < m && col < nc) ? to_f(x[gi * k + c0 + col]) : 0.0f;
+        ws[row][col] = (gr < p.n && col < nc) ? weight_at(p, per_row, gr, c0 + col, &bad) : 0.0;
+      }
+      __syncthreads();
+      for (int c = 0; c < nc; ++c) {
+        double xv[4], wv[4];
+#pragma unroll
+        for (int a = 0; a < 4; ++a) xv[a] = static_cast<double>(xs[ty + 16 * a][c]);
+#pragma unroll
+        for (int b = 0; b < 4; ++b) wv[b] = ws[tx + 16 * b][c];
+#pragma unroll
+        for (int a = 0; a < 4; ++a)
+#pragma unroll
+          for (int b = 0; b < 4; ++b) acc[a][b] = __fadd_rn(acc[a][b], __double2float_rn(__dmul_rn(xv[a], wv[b])));
+      }
+      __syncthreads();
+    }
+#pragma unroll
+    for (int a = 0; a < 4; ++a)
+#pragma unroll
+      for (int b = 0; b < 4; ++b) {
+        float v = acc[a][b];
+        bool parked = false;
+#pragma unroll
+        for (int j = 0; j < 5; ++j) {
+          if (!parked) {
+            if ((l >> j) & 1) {
+              v = __fadd_rn(pending[j][a][b], v);
+            } else {
+              pending[j][a][b] = v;
+              parked = true;
+            }
+          }
+        }
+        acc[a][b] = v;  // the whole tree after leaf 31
+      }
+  }
+  if (bad) atomicOr(flag, bad);
+#pragma unroll
+  for (int a = 0; a < 4; ++a) {
+    const int64_t gi = i0 + ty + 16 * a;
+#pragma unroll
+    for (int b = 0; b < 4; ++b) {
+      const int64_t gr = r0 + tx + 16 * b;
+      if (gi < m && gr < p.n) y[gi * p.n + gr] = from_f<XT>(canon(bias ? __fadd_rn(acc[a][b], bias[gr]) : acc[a][b]));
+    }
+  }
+}
+
+// grad_x = grad_y W: a warp owns 32 columns and up to MB batch rows; lane l
+// walks rows l, l+32, ... in ascending order (products in binary64, rounded
+// once), the 32 lane sums meet in the butterfly xor 16, 8, 4, 2, 1.
+template <int MB, class GT>
+__global__ void __launch_bounds__(32 * kWarps) grad_input_kernel(Int4gPlan p, const GT* gy, int64_t m, float* gx,
+                                                                 int* flag) {
+  const int lane = threadIdx.x & 31;
+  const int64_t c0 = 32 * (static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5));
+  const int64_t i0 = static_cast<int64_t>(blockIdx.y) * MB;
+  if (c0 >= p.k) return;
+  const int64_t k = p.k, per_row = (k + p.group - 1) / p.group;
+  const int nc = k - c0 < 32 ? static_cast<int>(k - c0) : 32;
+  float acc[MB][32];
+#pragma unroll
+  for (int i = 0; i < MB; ++i)
+#pragma unroll
+    for (int e = 0; e < 32; ++e) acc[i][e] = 0.0f;
+  int bad = c0 == 0 && lane == 0 && blockIdx.y == 0 ? padding_flag(p) : 0;
+  for (int64_t r = lane; r < p.n; r += 32) {
+    double w[32];
+#pragma unroll
+    for (int e = 0; e < 32; ++e) w[e] = e < nc ? weight_at(p, per_row, r, c0 + e, &bad) : 0.0;
+#pragma unroll
+    for (int i = 0; i < MB; ++i) {
+      if (i0 + i < m) {
+        const double g = static_cast<double>(to_f(gy[(i0 + i) * p.n + r]));
+#pragma unroll
+        for (int e = 0; e < 32; ++e) acc[i][e] = __fadd_rn(acc[i][e], __double2float_rn(__dmul_rn(g, w[e])));
+      }
+    }
+  }
+  if (bad) atomicOr(flag, bad);
+#pragma unroll
+  for (int i = 0; i < MB; ++i) {
+#pragma unroll
+    for (int e = 0; e < 32; ++e) {
+      float v = acc[i][e];
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xFFFFFFFFu, v, off));
+      if (e == lane && e < nc && i0 + i < m) gx[(i0 + i) * k + c0 + e] = canon(v);
+    }
   }
 }
 
@@ -101,7 +236,25 @@ cudaError_t by_batch(const Int4gPlan& p, const void* x, int64_t m, const float* 
   if (m <= 2) return launch<2>(p, xp, m, bias, yp, flag, s);
   if (m <= 4) return launch<4>(p, xp, m, bias, yp, flag, s);
   if (m <= 8) return launch<8>(p, xp, m, bias, yp, flag, s);
-  return launch<16>(p, xp, m, bias, yp, flag, s);
+  const dim3 grid(static_cast<unsigned>((p.n + kTile - 1) / kTile), static_cast<unsigned>((m + kTile - 1) / kTile));
+  gemm_kernel<XT><<<grid, kGemmThreads, 0, s>>>(p, xp, m, bias, yp, flag);
+  return cudaGetLastError();
+}
+
+template <int MB, class GT>
+cudaError_t launch_grad(const Int4gPlan& p, const GT* gy, int64_t m, float* gx, int* flag, cudaStream_t s) {
+  const int64_t col_units = (p.k + 31) / 32;
+  const dim3 grid(static_cast<unsigned>((col_units + kWarps - 1) / kWarps), static_cast<unsigned>((m + MB - 1) / MB));
+  grad_input_kernel<MB, GT><<<grid, 32 * kWarps, 0, s>>>(p, gy, m, gx, flag);
+  return cudaGetLastError();
+}
+
+template <class GT>
+cudaError_t grad_by_batch(const Int4gPlan& p, const void* gy, int64_t m, float* gx, int* flag, cudaStream_t s) {
+  const GT* g = static_cast<const GT*>(gy);
+  if (m <= 1) return launch_grad<1>(p, g, m, gx, flag, s);
+  if (m <= 2) return launch_grad<2>(p, g, m, gx, flag, s);
+  return launch_grad<4>(p, g, m, gx, flag, s);
 }
 
 }  // namespace
@@ -113,6 +266,17 @@ cudaError_t int4g_linear(const Int4gPlan& p, const void* x, DType x_type, int64_
     case DType::kFloat32: return by_batch<float>(p, x, m, bias, y, flag, stream);
     case DType::kBFloat16: return by_batch<__nv_bfloat16>(p, x, m, bias, y, flag, stream);
     case DType::kFloat16: return by_batch<__half>(p, x, m, bias, y, flag, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t int4g_grad_input(const Int4gPlan& p, const void* gy, DType gy_type, int64_t m, float* gx, int* flag,
+                             cudaStream_t stream) {
+  if (m <= 0 || p.k <= 0) return cudaSuccess;
+  switch (gy_type) {
+    case DType::kFloat32: return grad_by_batch<float>(p, gy, m, gx, flag, stream);
+    case DType::kBFloat16: return grad_by_batch<__nv_bfloat16>(p, gy, m, gx, flag, stream);
+    case DType::kFloat16: return grad_by_batch<__half>(p, gy, m, gx, flag, stream);
   }
   return cudaErrorInvalidValue;
 }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "kernels/cpu/packed_linear_cpu.h"
+#include "kernels/cuda/device_plan.h"
 #include "kernels/cuda/grad_input_cuda.h"
 #include "kernels/cuda/packed_linear_cuda.h"
 #include "ops/cuda_int4g.h"
@@ -28,37 +29,7 @@ namespace {
 
 // The device plan of a grade, or false when no CUDA kernel decodes it.
 bool device_plan(const grit::Grade& g, const PlaneArgs& p, int64_t n, int64_t k, grit::cuda::Plan* out) {
-  grit::cpu::LinearPlan lp;
-  grit::cpu::make_grade_tables(g, &lp);
-  grit::cuda::Plan& d = *out;
-  d = grit::cuda::Plan{};
-  switch (lp.kind) {
-    case grit::cpu::FastKind::kNone: return false;
-    case grit::cpu::FastKind::kNibble: d.kind = grit::cuda::Kind::kNibble; break;
-    case grit::cpu::FastKind::kNibbleAffine: d.kind = grit::cuda::Kind::kNibbleAffine; break;
-    case grit::cpu::FastKind::kInt8Sparse24: d.kind = grit::cuda::Kind::kInt8Sparse24; break;
-  }
-  d.tensor_scale = grit::cuda::TensorScale::kNone;
-  if (lp.kind == grit::cpu::FastKind::kNibble && g.has_l1) {
-    if (g.scale1 == grit::kBinary32)
-      d.tensor_scale = grit::cuda::TensorScale::kBinary32;
-    else if (g.scale1 == grit::kBinary16)
-      d.tensor_scale = grit::cuda::TensorScale::kBinary16;
-    else
-      return false;
-  }
-  for (int i = 0; i < 4; ++i) d.planes[i] = p.plane[i].data;
-  d.n = n;
-  d.k = k;
-  d.k0 = lp.k0;
-  d.k1 = lp.k1;
-  d.s0_e8m0 = lp.s0_map == grit::cpu::CodeMap::kE8M0;
-  for (int i = 0; i < 16; ++i) d.elem[i] = lp.elem[i];
-  for (int i = 0; i < 256; ++i) {
-    d.s0[i] = lp.s0[i];
-    d.zp[i] = lp.zp[i];
-  }
-  return true;
+  return grit::cuda::make_device_plan(g, p.plane, n, k, out);
 }
 
 // The kernels read planes with 16-byte loads: an unaligned view is copied.

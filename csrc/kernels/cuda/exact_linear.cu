@@ -1,6 +1,7 @@
 // CUDA kernels of the exact integer mode (see exact_linear_cuda.h): thin
 // launchers around the GRIT_HD functions of csrc/grit/exact_linear.h.
 #include "kernels/cuda/exact_linear_cuda.h"
+#include "kernels/cuda/launch.cuh"
 
 namespace grit {
 namespace cuda {
@@ -47,14 +48,14 @@ cudaError_t exact_pack(const float* x, int64_t m, int64_t k, int64_t block, int8
                        cudaStream_t stream) {
   const int64_t total = block > 0 ? m * (k / block) : 0;
   if (total <= 0) return cudaSuccess;
-  pack_kernel<<<blocks_for(total), kThreads, 0, stream>>>(x, m, k, block, codes, scales);
+  GRIT_LAUNCH(blocks_for(total), kThreads, 0, stream, pack_kernel)(x, m, k, block, codes, scales);
   return cudaGetLastError();
 }
 
 cudaError_t exact_row_counts(const exact::Law& law, const uint8_t* meta, int64_t n, int64_t k,
                              int64_t* counts, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
-  row_count_kernel<<<blocks_for(n), kThreads, 0, stream>>>(law, meta, n, k, counts);
+  GRIT_LAUNCH(blocks_for(n), kThreads, 0, stream, row_count_kernel)(law, meta, n, k, counts);
   return cudaGetLastError();
 }
 
@@ -62,7 +63,7 @@ cudaError_t exact_weight(const exact::Law& law, const uint8_t* data, const uint8
                          const int64_t* start, int64_t n, int64_t k, int16_t* codes, exact::WScale* scales,
                          cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
-  weight_kernel<<<blocks_for(n), kThreads, 0, stream>>>(law, data, s0, meta, start, n, k, codes, scales);
+  GRIT_LAUNCH(blocks_for(n), kThreads, 0, stream, weight_kernel)(law, data, s0, meta, start, n, k, codes, scales);
   return cudaGetLastError();
 }
 
@@ -70,7 +71,7 @@ cudaError_t exact_linear(const exact::Law& law, const int8_t* a, const float* as
                          const exact::WScale* ws, int64_t n, int64_t k, const float* bias, float* y,
                          cudaStream_t stream) {
   if (m <= 0 || n <= 0) return cudaSuccess;
-  linear_kernel<<<blocks_for(m * n), kThreads, 0, stream>>>(law, a, as, m, w, ws, n, k, bias, y);
+  GRIT_LAUNCH(blocks_for(m * n), kThreads, 0, stream, linear_kernel)(law, a, as, m, w, ws, n, k, bias, y);
   return cudaGetLastError();
 }
 

@@ -8,6 +8,7 @@
 #include "kernels/cuda/decode_unit.cuh"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/grad_input_cuda.h"
+#include "kernels/cuda/launch.cuh"
 
 namespace grit {
 namespace cuda {
@@ -67,7 +68,7 @@ template <Kind K, int MB, class GT>
 cudaError_t launch(const Plan& p, const GT* gy, int64_t m, float* gx, int* flag, cudaStream_t s) {
   const int64_t units = (p.k + 31) / 32;
   const dim3 grid(static_cast<unsigned>((units + kWarps - 1) / kWarps), static_cast<unsigned>((m + MB - 1) / MB));
-  grad_input_kernel<K, MB, GT><<<grid, 32 * kWarps, 0, s>>>(p, gy, m, gx, flag);
+  GRIT_LAUNCH(grid, 32 * kWarps, 0, s, grad_input_kernel<K, MB, GT>)(p, gy, m, gx, flag);
   return cudaGetLastError();
 }
 

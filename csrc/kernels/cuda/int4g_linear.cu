@@ -8,6 +8,7 @@
 
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/int4g_linear_cuda.h"
+#include "kernels/cuda/launch.cuh"
 
 namespace grit {
 namespace cuda {
@@ -223,7 +224,7 @@ template <int MB, class XT>
 cudaError_t launch(const Int4gPlan& p, const XT* x, int64_t m, const float* bias, XT* y, int* flag,
                    cudaStream_t s) {
   const dim3 grid(static_cast<unsigned>((p.n + kWarps - 1) / kWarps), static_cast<unsigned>((m + MB - 1) / MB));
-  linear_kernel<MB, XT><<<grid, 32 * kWarps, 0, s>>>(p, x, m, bias, y, flag);
+  GRIT_LAUNCH(grid, 32 * kWarps, 0, s, linear_kernel<MB, XT>)(p, x, m, bias, y, flag);
   return cudaGetLastError();
 }
 
@@ -237,7 +238,7 @@ cudaError_t by_batch(const Int4gPlan& p, const void* x, int64_t m, const float* 
   if (m <= 4) return launch<4>(p, xp, m, bias, yp, flag, s);
   if (m <= 8) return launch<8>(p, xp, m, bias, yp, flag, s);
   const dim3 grid(static_cast<unsigned>((p.n + kTile - 1) / kTile), static_cast<unsigned>((m + kTile - 1) / kTile));
-  gemm_kernel<XT><<<grid, kGemmThreads, 0, s>>>(p, xp, m, bias, yp, flag);
+  GRIT_LAUNCH(grid, kGemmThreads, 0, s, gemm_kernel<XT>)(p, xp, m, bias, yp, flag);
   return cudaGetLastError();
 }
 
@@ -245,7 +246,7 @@ template <int MB, class GT>
 cudaError_t launch_grad(const Int4gPlan& p, const GT* gy, int64_t m, float* gx, int* flag, cudaStream_t s) {
   const int64_t col_units = (p.k + 31) / 32;
   const dim3 grid(static_cast<unsigned>((col_units + kWarps - 1) / kWarps), static_cast<unsigned>((m + MB - 1) / MB));
-  grad_input_kernel<MB, GT><<<grid, 32 * kWarps, 0, s>>>(p, gy, m, gx, flag);
+  GRIT_LAUNCH(grid, 32 * kWarps, 0, s, grad_input_kernel<MB, GT>)(p, gy, m, gx, flag);
   return cudaGetLastError();
 }
 
@@ -284,7 +285,7 @@ cudaError_t int4g_grad_input(const Int4gPlan& p, const void* gy, DType gy_type, 
 cudaError_t int4g_dequantize(const Int4gPlan& p, double* out, int* flag, cudaStream_t stream) {
   const int64_t total = p.n * p.k;
   if (total <= 0) return cudaSuccess;
-  dequantize_kernel<<<static_cast<unsigned>((total + 255) / 256), 256, 0, stream>>>(p, out, flag);
+  GRIT_LAUNCH(static_cast<unsigned>((total + 255) / 256), 256, 0, stream, dequantize_kernel)(p, out, flag);
   return cudaGetLastError();
 }
 

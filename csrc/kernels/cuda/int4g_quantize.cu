@@ -1,6 +1,7 @@
 // CUDA INT4G quantize (see int4g_quantize_cuda.h).
 #include "kernels/common/int4g_encode.h"
 #include "kernels/cuda/int4g_quantize_cuda.h"
+#include "kernels/cuda/launch.cuh"
 
 namespace grit {
 namespace cuda {
@@ -47,10 +48,10 @@ cudaError_t int4g_quantize(const double* v, int64_t rows, int64_t cols, int64_t 
   cudaError_t err = cudaMemsetAsync(refused, 0, sizeof(int), stream);
   if (err != cudaSuccess || rows * cols == 0) return err;
   const int64_t groups = rows * ((cols + group - 1) / group);
-  group_kernel<<<grid_for(groups), kThreads, 0, stream>>>(v, rows, cols, group, codes, scales, refused);
+  GRIT_LAUNCH(grid_for(groups), kThreads, 0, stream, group_kernel)(v, rows, cols, group, codes, scales, refused);
   err = cudaGetLastError();
   if (err != cudaSuccess) return err;
-  pack_kernel<<<grid_for((rows * cols + 1) / 2), kThreads, 0, stream>>>(codes, rows * cols, packed);
+  GRIT_LAUNCH(grid_for((rows * cols + 1) / 2), kThreads, 0, stream, pack_kernel)(codes, rows * cols, packed);
   return cudaGetLastError();
 }
 

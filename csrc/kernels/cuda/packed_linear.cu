@@ -12,6 +12,7 @@
 #include "kernels/cuda/decode_unit.cuh"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/packed_linear_cuda.h"
+#include "kernels/cuda/launch.cuh"
 
 namespace grit {
 namespace cuda {
@@ -29,7 +30,8 @@ __device__ __forceinline__ void load_x(const T* p, int nc, float xs[32]) {
   for (int j = 0; j < 32 / kPer; ++j) {
     if (j * kPer < nc) {
       const uint4 q = v[j];
-      const T* e = reinterpret_cast<const T*>(&q);
+      T e[kPer];
+      memcpy(e, &q, 16);  // not a pointer cast: the elements are read as T, never through a uint4
 #pragma unroll
       for (int i = 0; i < kPer; ++i) xs[j * kPer + i] = to_f(e[i]);
     }
@@ -63,7 +65,7 @@ __global__ void __launch_bounds__(32 * kWarps) linear_kernel(Plan p, const XT* x
 #pragma unroll
     for (int i = 0; i < MB; ++i) {
       if (i0 + i < m) {
-        float xs[32];
+        float xs[32] = {};  // a 16-column unit fills half
         load_x<XT>(x + (i0 + i) * k + 32 * u, nc, xs);
         if (nc == 32) {
 #pragma unroll
@@ -255,9 +257,9 @@ template <Kind K, int MB, class XT, class YT, class BT>
 cudaError_t launch_linear(const Plan& p, const XT* x, int64_t m, const BT* bias, YT* y, int* flag,
                           int64_t* scratch, cudaStream_t s) {
   const dim3 grid(static_cast<unsigned>((p.n + kWarps - 1) / kWarps), static_cast<unsigned>((m + MB - 1) / MB));
-  linear_kernel<K, MB, XT, YT, BT><<<grid, 32 * kWarps, 0, s>>>(p, x, m, bias, y, flag);
+  GRIT_LAUNCH(grid, 32 * kWarps, 0, s, linear_kernel<K, MB, XT, YT, BT>)(p, x, m, bias, y, flag);
   if (K == Kind::kInt8Sparse24)
-    sparse_fallback_kernel<XT, YT, BT><<<1, 1024, 0, s>>>(p, x, m, bias, y, nullptr, flag, scratch);
+    GRIT_LAUNCH(1, 1024, 0, s, sparse_fallback_kernel<XT, YT, BT>)(p, x, m, bias, y, nullptr, flag, scratch);
   return cudaGetLastError();
 }
 
@@ -265,9 +267,9 @@ template <Kind K, class XT, class YT, class BT>
 cudaError_t launch_gemm(const Plan& p, const XT* x, int64_t m, const BT* bias, YT* y, int* flag,
                         int64_t* scratch, cudaStream_t s) {
   const dim3 grid(static_cast<unsigned>((p.n + kTile - 1) / kTile), static_cast<unsigned>((m + kTile - 1) / kTile));
-  gemm_kernel<K, XT, YT, BT><<<grid, kGemmThreads, 0, s>>>(p, x, m, bias, y, flag);
+  GRIT_LAUNCH(grid, kGemmThreads, 0, s, gemm_kernel<K, XT, YT, BT>)(p, x, m, bias, y, flag);
   if (K == Kind::kInt8Sparse24)
-    sparse_fallback_kernel<XT, YT, BT><<<1, 1024, 0, s>>>(p, x, m, bias, y, nullptr, flag, scratch);
+    GRIT_LAUNCH(1, 1024, 0, s, sparse_fallback_kernel<XT, YT, BT>)(p, x, m, bias, y, nullptr, flag, scratch);
   return cudaGetLastError();
 }
 
@@ -326,13 +328,13 @@ cudaError_t dequantize(const Plan& p, float* out, int* flag, int64_t* scratch, c
   if (total <= 0) return cudaSuccess;
   const unsigned blocks = static_cast<unsigned>((total + 255) / 256);
   switch (p.kind) {
-    case Kind::kNibble: dequantize_kernel<Kind::kNibble><<<blocks, 256, 0, stream>>>(p, out, flag); break;
+    case Kind::kNibble: GRIT_LAUNCH(blocks, 256, 0, stream, dequantize_kernel<Kind::kNibble>)(p, out, flag); break;
     case Kind::kNibbleAffine:
-      dequantize_kernel<Kind::kNibbleAffine><<<blocks, 256, 0, stream>>>(p, out, flag);
+      GRIT_LAUNCH(blocks, 256, 0, stream, dequantize_kernel<Kind::kNibbleAffine>)(p, out, flag);
       break;
     case Kind::kInt8Sparse24:
-      dequantize_kernel<Kind::kInt8Sparse24><<<blocks, 256, 0, stream>>>(p, out, flag);
-      sparse_fallback_kernel<float, float, float><<<1, 1024, 0, stream>>>(p, nullptr, 0, nullptr, nullptr, out,
+      GRIT_LAUNCH(blocks, 256, 0, stream, dequantize_kernel<Kind::kInt8Sparse24>)(p, out, flag);
+      GRIT_LAUNCH(1, 1024, 0, stream, sparse_fallback_kernel<float, float, float>)(p, nullptr, 0, nullptr, nullptr, out,
                                                                           flag, scratch);
       break;
   }

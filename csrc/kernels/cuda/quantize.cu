@@ -2,6 +2,7 @@
 // grid-stride loop; NVF4's tensor amax by warp reduction and atomicMax on
 // the binary32 bits (a non-negative float orders as its bits).
 #include "kernels/cuda/quantize_cuda.h"
+#include "kernels/cuda/launch.cuh"
 
 namespace grit {
 namespace cuda {
@@ -44,11 +45,11 @@ cudaError_t quantize(const blockenc::Planes& P, uint32_t* amax_bits, int* refuse
   err = cudaMemsetAsync(refused, 0, sizeof(int), stream);
   if (err != cudaSuccess) return err;
   if (P.family == blockenc::kNvf4 && P.n > 0) {
-    finite_amax_kernel<<<grid_for(P.n), kThreads, 0, stream>>>(P.v, P.n, amax_bits);
+    GRIT_LAUNCH(grid_for(P.n), kThreads, 0, stream, finite_amax_kernel)(P.v, P.n, amax_bits);
     err = cudaGetLastError();
     if (err != cudaSuccess) return err;
   }
-  encode_kernel<<<grid_for(blockenc::block_count(P)), kThreads, 0, stream>>>(P, amax_bits, refused);
+  GRIT_LAUNCH(grid_for(blockenc::block_count(P)), kThreads, 0, stream, encode_kernel)(P, amax_bits, refused);
   return cudaGetLastError();
 }
 

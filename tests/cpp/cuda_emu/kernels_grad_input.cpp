@@ -1,0 +1,2 @@
+// csrc/kernels/cuda/grad_input.cu under the CPU emulator (emu.h).
+#include "kernels/cuda/grad_input.cu"

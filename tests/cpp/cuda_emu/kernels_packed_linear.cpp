@@ -1,0 +1,2 @@
+// csrc/kernels/cuda/packed_linear.cu under the CPU emulator (emu.h).
+#include "kernels/cuda/packed_linear.cu"

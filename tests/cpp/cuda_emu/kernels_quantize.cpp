@@ -1,0 +1,2 @@
+// csrc/kernels/cuda/quantize.cu under the CPU emulator (emu.h).
+#include "kernels/cuda/quantize.cu"

@@ -57,13 +57,9 @@
 #include <string>
 
 #include "grade.h"
+#include "hd.h"
 #include "status.h"
 
-#if defined(__CUDACC__)
-#define GRIT_HD __host__ __device__ __forceinline__
-#else
-#define GRIT_HD inline
-#endif
 
 namespace grit {
 namespace exact {

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 
 from torch_grit import ops
 from test_int4g_kernels_cpu import _bad_planes
+from test_kernels_cuda import _slice_order
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device visible")
 
@@ -70,24 +71,9 @@ def test_packed_linear_is_within_the_summation_bound(dtype, rows, cols, group):
 
 
 def _linear_order(x, w64, bias):
-    """packed_linear's CUDA order: slice l of the 8-column units sums in column order, the
-    slice sums meet in the adjacent-pairs tree, the bias last."""
-    x = x.float().double().numpy()
-    k = x.shape[1]
-    units = (k + 7) // 8
-    wt = w64.numpy().T  # [k, n]
-    leaves = []
-    for l in range(32):
-        s = np.zeros((x.shape[0], wt.shape[1]), np.float32)
-        for c in range(8 * (units * l // 32), min(k, 8 * (units * (l + 1) // 32))):
-            s = (s + (x[:, c:c + 1] * wt[None, c, :]).astype(np.float32)).astype(np.float32)
-        leaves.append(s)
-    while len(leaves) > 1:
-        leaves = [(leaves[i] + leaves[i + 1]).astype(np.float32) for i in range(0, len(leaves), 2)]
-    out = leaves[0]
-    if bias is not None:
-        out = (out + bias.float().numpy()[None, :]).astype(np.float32)
-    return torch.from_numpy(out)
+    """packed_linear's CUDA order over 8-column units, products formed in binary64."""
+    x, wt = x.float().double().numpy(), w64.numpy().T
+    return _slice_order(x.shape[1], 8, lambda c: (x[:, c:c + 1] * wt[None, c, :]).astype(np.float32), bias)
 
 
 def _grad_order(gy, w64):

@@ -62,18 +62,16 @@ def test_packed_linear_is_within_the_float32_bound(grade, dtype):
             _assert_within_bound(y.cpu(), x.float(), w, None if bias is None else bias.float(), dtype)
 
 
-def _cuda_order(x, w, bias):
-    """The CUDA law in numpy: slice l of the U units adds its float32 products
-    in ascending column order from +0.0; the 32 slice sums meet in the
-    adjacent-pairs tree; the bias last."""
-    x, w = x.float().numpy(), w.numpy()
-    k = x.shape[1]
-    units = (k + 31) // 32
+def _slice_order(k, unit, product, bias):
+    """The CUDA packed_linear order in numpy: the columns' `unit`-wide units cut into 32
+    slices, each slice summing product(c) (a float32 [m, n] array) in ascending c from +0.0;
+    the 32 slice sums meet in the adjacent-pairs tree; the bias last."""
+    units = (k + unit - 1) // unit
     leaves = []
     for l in range(32):
-        s = np.zeros((x.shape[0], w.shape[0]), np.float32)
-        for c in range(32 * (units * l // 32), min(k, 32 * (units * (l + 1) // 32))):
-            s = (s + (x[:, c:c + 1] * w[None, :, c]).astype(np.float32)).astype(np.float32)
+        s = np.float32(0.0)
+        for c in range(unit * (units * l // 32), min(k, unit * (units * (l + 1) // 32))):
+            s = (s + product(c)).astype(np.float32)
         leaves.append(s)
     while len(leaves) > 1:
         leaves = [(leaves[i] + leaves[i + 1]).astype(np.float32) for i in range(0, len(leaves), 2)]
@@ -81,6 +79,11 @@ def _cuda_order(x, w, bias):
     if bias is not None:
         out = (out + bias.float().numpy()[None, :]).astype(np.float32)
     return torch.from_numpy(out)
+
+
+def _cuda_order(x, w, bias):
+    x, w = x.float().numpy(), w.numpy()
+    return _slice_order(x.shape[1], 32, lambda c: (x[:, c:c + 1] * w[None, :, c]).astype(np.float32), bias)
 
 
 # Rows long enough that every slice holds units (U >= 32), with a ragged last slice.

@@ -15,11 +15,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#if defined(__CUDACC__)
-#define GRIT_HD __host__ __device__ __forceinline__
-#else
-#define GRIT_HD inline
-#endif
+#include "grit/hd.h"
+
 
 namespace grit {
 namespace blockenc {

@@ -8,7 +8,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "kernels/common/block_encode.h"  // GRIT_HD
+#include "grit/hd.h"
 
 namespace grit {
 namespace int4genc {

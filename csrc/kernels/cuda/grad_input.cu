@@ -9,6 +9,7 @@
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/grad_input_cuda.h"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/reduce_order.cuh"
 
 namespace grit {
 namespace cuda {
@@ -33,12 +34,11 @@ __global__ void __launch_bounds__(32 * kWarps) grad_input_kernel(Plan p, const G
 #pragma unroll
     for (int e = 0; e < 32; ++e) acc[i][e] = 0.0f;
   bool irregular = false;
-  int nc = 32;
   for (int64_t r = lane; r < p.n; r += 32) {
     float w[32];
 #pragma unroll
     for (int e = 0; e < 32; ++e) w[e] = 0.0f;
-    nc = decode_unit<K>(p, t, s1, r, u, w, &irregular);
+    decode_unit<K>(p, t, s1, r, u, w, &irregular);
 #pragma unroll
     for (int i = 0; i < MB; ++i) {
       if (i0 + i < m) {
@@ -49,19 +49,8 @@ __global__ void __launch_bounds__(32 * kWarps) grad_input_kernel(Plan p, const G
     }
   }
   if (irregular) atomicOr(flag, 1);
-  // Every lane ends with the same 32 x MB sums (a + b == b + a); lane e
-  // writes column e of the unit.
-  nc = (p.k - 32 * u) < 32 ? static_cast<int>(p.k - 32 * u) : 32;
-#pragma unroll
-  for (int i = 0; i < MB; ++i) {
-#pragma unroll
-    for (int e = 0; e < 32; ++e) {
-      float v = acc[i][e];
-#pragma unroll
-      for (int off = 16; off > 0; off >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xFFFFFFFFu, v, off));
-      if (e == lane && e < nc && i0 + i < m) gx[(i0 + i) * p.k + 32 * u + e] = v;
-    }
-  }
+  const int nc = (p.k - 32 * u) < 32 ? static_cast<int>(p.k - 32 * u) : 32;
+  butterfly_store<MB>(acc, lane, nc, i0, m, p.k, 32 * u, gx);
 }
 
 template <Kind K, int MB, class GT>

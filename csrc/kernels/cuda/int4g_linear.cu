@@ -9,6 +9,7 @@
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/int4g_linear_cuda.h"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/reduce_order.cuh"
 
 namespace grit {
 namespace cuda {
@@ -25,8 +26,6 @@ __device__ __forceinline__ int code_at(const uint8_t* codes, int64_t idx, int* b
   return (nib ^ 8) - 8;
 }
 
-// The first unit of slice l (0..32) of a row of `units` units.
-__device__ __forceinline__ int64_t slice_begin(int64_t units, int l) { return units * l / 32; }
 
 __device__ __forceinline__ int padding_flag(const Int4gPlan& p) {
   return (p.n * p.k) % 2 == 1 && (p.codes[p.code_bytes - 1] & 0xF0) != 0 ? kInt4gPadding : 0;
@@ -134,25 +133,7 @@ __global__ void __launch_bounds__(kGemmThreads) gemm_kernel(Int4gPlan p, const X
       }
       __syncthreads();
     }
-#pragma unroll
-    for (int a = 0; a < 4; ++a)
-#pragma unroll
-      for (int b = 0; b < 4; ++b) {
-        float v = acc[a][b];
-        bool parked = false;
-#pragma unroll
-        for (int j = 0; j < 5; ++j) {
-          if (!parked) {
-            if ((l >> j) & 1) {
-              v = __fadd_rn(pending[j][a][b], v);
-            } else {
-              pending[j][a][b] = v;
-              parked = true;
-            }
-          }
-        }
-        acc[a][b] = v;  // the whole tree after leaf 31
-      }
+    fold_slice(l, acc, pending);  // leaf l of the tree
   }
   if (bad) atomicOr(flag, bad);
 #pragma unroll
@@ -198,16 +179,7 @@ __global__ void __launch_bounds__(32 * kWarps) grad_input_kernel(Int4gPlan p, co
     }
   }
   if (bad) atomicOr(flag, bad);
-#pragma unroll
-  for (int i = 0; i < MB; ++i) {
-#pragma unroll
-    for (int e = 0; e < 32; ++e) {
-      float v = acc[i][e];
-#pragma unroll
-      for (int off = 16; off > 0; off >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xFFFFFFFFu, v, off));
-      if (e == lane && e < nc && i0 + i < m) gx[(i0 + i) * k + c0 + e] = canon(v);
-    }
-  }
+  butterfly_store<MB>(acc, lane, nc, i0, m, k, c0, gx);
 }
 
 __global__ void dequantize_kernel(Int4gPlan p, double* out, int* flag) {

@@ -13,6 +13,7 @@
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/packed_linear_cuda.h"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/reduce_order.cuh"
 
 namespace grit {
 namespace cuda {
@@ -38,8 +39,6 @@ __device__ __forceinline__ void load_x(const T* p, int nc, float xs[32]) {
   }
 }
 
-// The first unit of slice l (0..32) of a row of `units` units.
-__device__ __forceinline__ int64_t slice_begin(int64_t units, int l) { return units * l / 32; }
 
 // GEMV: one warp per output row; lane l sums slice l for MB batch rows,
 // then the butterfly xor 1, 2, 4, 8, 16 (the adjacent-pairs tree).
@@ -150,27 +149,7 @@ __global__ void __launch_bounds__(kGemmThreads) gemm_kernel(Plan p, const XT* x,
       }
       __syncthreads();
     }
-    // Leaf l of the tree: merge with the pending value of each level whose
-    // bit of l is set, park the result at the first clear bit.
-#pragma unroll
-    for (int a = 0; a < 4; ++a)
-#pragma unroll
-      for (int b = 0; b < 4; ++b) {
-        float v = acc[a][b];
-        bool parked = false;
-#pragma unroll
-        for (int j = 0; j < 5; ++j) {
-          if (!parked) {
-            if ((l >> j) & 1) {
-              v = __fadd_rn(pending[j][a][b], v);
-            } else {
-              pending[j][a][b] = v;
-              parked = true;
-            }
-          }
-        }
-        acc[a][b] = v;  // the whole tree after leaf 31
-      }
+    fold_slice(l, acc, pending);  // leaf l of the tree
   }
   if (irregular) atomicOr(flag, 1);
 #pragma unroll

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include "grit/grit.h"
 #include "grit/exact_linear.h"
@@ -253,8 +254,11 @@ template <>
 float to_dtype<float>(float v) { return v; }
 template <>
 __nv_bfloat16 to_dtype<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+template <>
+__half to_dtype<__half>(float v) { return __float2half_rn(v); }
 float as_float(float v) { return v; }
 float as_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+float as_float(__half v) { return __half2float(v); }
 
 template <class T>
 void check_packed_linear(DType dt) {
@@ -297,6 +301,7 @@ void check_packed_linear(DType dt) {
 
 TEST(CudaEmu, PackedLinearIsTheSliceOrderFloat32) { check_packed_linear<float>(DType::kFloat32); }
 TEST(CudaEmu, PackedLinearIsTheSliceOrderBFloat16) { check_packed_linear<__nv_bfloat16>(DType::kBFloat16); }
+TEST(CudaEmu, PackedLinearIsTheSliceOrderFloat16) { check_packed_linear<__half>(DType::kFloat16); }
 
 TEST(CudaEmu, IrregularSparsePlanesTakeTheAscendingPath) {
   const grit::Grade g = grade_of("I8S24");

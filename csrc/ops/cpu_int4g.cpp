@@ -101,10 +101,23 @@ at::Tensor int4g_packed_linear_cpu(const at::Tensor& x, const at::Tensor& data,
   std::vector<double> scales;
   // Codes and scales are checked by the kernel as it reads them; the whole
   // reader runs only when it asks (and always on the scalar variant).
-  const grit::cpu::Int4gWeight w = int4g_weight(op, data, scale0, scale1, aux, group, shape,
-                                                x.device(), &scales, Int4gCheck::kLayout);
+  grit::cpu::Int4gWeight w = int4g_weight(op, data, scale0, scale1, aux, group, shape, x.device(), &scales,
+                                          Int4gCheck::kLayout);
   const bool has_bias = check_bias(op, bias, n, x.device());
   const int64_t m = batch_rows(x);
+  const grit::cpu::KernelTable& kt = active_cpu_kernels(op);
+  // An odd row length: rows start mid-byte in the stream, so the vector
+  // kernels take a copy with every row on a byte (one pass over the codes).
+  at::Tensor row_codes;
+  if (k % 2 != 0 && m > 0 && kt.isa != grit::cpu::Isa::kScalar) {
+    const int64_t stride = grit::cpu::int4g_row_stride(k);
+    row_codes = at::empty({n * stride}, data.options());
+    uint8_t* rc = row_codes.mutable_data_ptr<uint8_t>();
+    at::parallel_for(0, n, std::max<int64_t>(1, (int64_t{1} << 16) / stride), [&](int64_t b, int64_t e) {
+      grit::cpu::int4g_align_rows(w, b, e, rc + b * stride);
+    });
+    w.row_codes = rc;
+  }
   const at::Tensor x32 = x.reshape({m, k}).to(at::kFloat).contiguous();
   at::Tensor y = at::empty({m, n}, x.options().dtype(at::kFloat));
   if (m > 0) {
@@ -112,7 +125,6 @@ at::Tensor int4g_packed_linear_cpu(const at::Tensor& x, const at::Tensor& data,
     const float* xp = x32.const_data_ptr<float>();
     const float* bp = has_bias ? b32.const_data_ptr<float>() : nullptr;
     float* yp = y.mutable_data_ptr<float>();
-    const grit::cpu::KernelTable& kt = active_cpu_kernels(op);
     const int64_t tile_work = std::max<int64_t>(1, m * k * grit::cpu::kInt4gTileRows);
     const int64_t grain = std::max<int64_t>(1, kLinearTaskWork / tile_work);
     std::atomic<bool> suspect{false};

@@ -15,9 +15,10 @@ from torch_grit import _C, ops
 ISAS = tuple(_C.cpu_isas_supported())
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 # [rows, cols, group]: partial 16-row tiles, rows of 128+ columns (the wide
-# load), tails of 2..30 columns, groups that do not divide the row, an odd row
-# length (rows start mid-byte: the reference kernel on every variant).
-CASES = ((40, 264, 32), (17, 130, 7), (33, 1000, 128), (16, 6, 4), (5, 2, 1), (18, 131, 32))
+# load), tails of 2..30 columns, groups that do not divide the row, odd row
+# lengths (rows start mid-byte in the stream: the op hands the vector kernels a
+# row-aligned copy, int4g_align_rows; the scalar variant reads the stream).
+CASES = ((40, 264, 32), (17, 130, 7), (33, 1000, 128), (16, 6, 4), (5, 2, 1), (18, 131, 32), (35, 1001, 64))
 
 
 def _bits(t):

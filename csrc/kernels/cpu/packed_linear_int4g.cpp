@@ -1,5 +1,6 @@
 #include "kernels/cpu/packed_linear_int4g.h"
 
+#include <cstring>
 #include <vector>
 
 #include "grit/int4_groups.h"
@@ -21,6 +22,21 @@ Status int4g_check_layout(const Int4gWeight& w) {
 void int4g_rows(const Int4gWeight& w, int64_t row_begin, int64_t row_end, double* out) {
   int4g_decode_rows(static_cast<uint64_t>(w.n), static_cast<uint64_t>(w.k), w.group, w.codes,
                     w.scales, static_cast<uint64_t>(row_begin), static_cast<uint64_t>(row_end), out);
+}
+
+void int4g_align_rows(const Int4gWeight& w, int64_t row_begin, int64_t row_end, uint8_t* out) {
+  const int64_t k = w.k, stride = int4g_row_stride(k);
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    const uint8_t* in = w.codes + (r * k) / 2;
+    uint8_t* o = out + (r - row_begin) * stride;
+    if ((r * k) % 2 == 0) {  // starts on a byte: copy, clear what follows the row's last code
+      std::memcpy(o, in, static_cast<size_t>(stride));
+      if (k % 2 != 0) o[stride - 1] &= 0x0F;
+    } else {  // starts in a high nibble: shift by one code
+      for (int64_t b = 0; b + 1 < stride; ++b) o[b] = static_cast<uint8_t>((in[b] >> 4) | ((in[b + 1] & 0x0F) << 4));
+      o[stride - 1] = static_cast<uint8_t>(in[stride - 1] >> 4);  // (k is odd here)
+    }
+  }
 }
 
 void int4g_linear_tiles(const Int4gWeight& w, const float* x, int64_t m, const float* bias,

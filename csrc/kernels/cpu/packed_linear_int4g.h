@@ -31,7 +31,18 @@ struct Int4gWeight {
   int64_t n = 0;                   // rows: out features
   int64_t k = 0;                   // columns: in features (any length; a short final group)
   uint64_t group = 0;
+  // Odd k only, optional: the same codes with every row starting on a byte,
+  // int4g_row_stride(k) bytes per row, a zero high nibble ending each row
+  // (int4g_align_rows). The vector kernels need it to take an odd k; without
+  // it they run the reference kernel.
+  const uint8_t* row_codes = nullptr;
 };
+
+inline int64_t int4g_row_stride(int64_t k) { return (k + 1) / 2; }
+
+// Rows [row_begin, row_end) of w's code stream into the row-aligned layout
+// (out points at row row_begin's first byte there).
+void int4g_align_rows(const Int4gWeight& w, int64_t row_begin, int64_t row_end, uint8_t* out);
 
 // Rows of W decoded per forward tile.
 constexpr int64_t kInt4gTileRows = 16;

@@ -140,11 +140,19 @@ bool variant_y(grit::cpu::Isa isa, const grit::cpu::Int4gWeight& w, const std::v
 TEST(PackedLinearInt4g, EveryVariantReturnsTheReferenceBits) {
   const int64_t shapes[][3] = {{1, 2, 1},    {15, 6, 4},    {16, 8, 3},     {17, 30, 7},  {33, 32, 32},
                                {40, 34, 5},  {16, 130, 32}, {31, 256, 128}, {18, 258, 100}, {16, 384, 64},
-                               {48, 520, 32}, {5, 7, 3},     {17, 131, 32}};
+                               {48, 520, 32}, {5, 7, 3},     {17, 131, 32},  {35, 1001, 64}, {17, 257, 7}};
   for (grit::cpu::Isa isa : supported_isas()) {
-    for (const auto& sh : shapes) {
+    for (const auto& sh : shapes)
+    for (bool aligned : {false, true}) {
       const int64_t n = sh[0], k = sh[1];
+      if (aligned && k % 2 == 0) continue;
       Packed p = pack(n, k, static_cast<uint64_t>(sh[2]), static_cast<uint32_t>(n * 131 + k));
+      // An odd k: the stream, or the row-aligned copy the op makes.
+      std::vector<uint8_t> rows(static_cast<size_t>(n * grit::cpu::int4g_row_stride(k)));
+      if (aligned) {
+        grit::cpu::int4g_align_rows(p.w, 0, n, rows.data());
+        p.w.row_codes = rows.data();
+      }
       for (int64_t m : {1, 2, 7}) {
         const std::vector<float> x = hostile_x(static_cast<size_t>(m * k), static_cast<uint32_t>(k + m));
         const std::vector<float> bias = randf(static_cast<size_t>(n), 9);
@@ -152,8 +160,8 @@ TEST(PackedLinearInt4g, EveryVariantReturnsTheReferenceBits) {
           std::vector<float> want(static_cast<size_t>(m * n), -1.0f), got(want.size(), -2.0f);
           grit::cpu::int4g_linear_tiles(p.w, x.data(), m, b, 0, grit::cpu::int4g_tile_count(n), want.data());
           const bool suspect = variant_y(isa, p.w, x, m, b, &got);
-          // Valid planes: only the scalar variant and odd rows ask for the reader.
-          EXPECT_EQ(suspect, isa == grit::cpu::Isa::kScalar || k % 2 == 1)
+          // Valid planes: only the scalar variant and unaligned odd rows ask for the reader.
+          EXPECT_EQ(suspect, isa == grit::cpu::Isa::kScalar || (k % 2 == 1 && !aligned))
               << grit::cpu::isa_name(isa) << " " << n << "x" << k;
           for (size_t i = 0; i < want.size(); ++i)
             ASSERT_TRUE(same_bits(got[i], want[i]))
@@ -162,6 +170,23 @@ TEST(PackedLinearInt4g, EveryVariantReturnsTheReferenceBits) {
         }
       }
     }
+  }
+}
+
+TEST(PackedLinearInt4g, AlignedRowsHoldEachRowsCodesFromByteZero) {
+  for (const auto& sh : {std::array<int64_t, 2>{7, 5}, {6, 131}, {3, 1}, {4, 8}}) {
+    const int64_t n = sh[0], k = sh[1], stride = grit::cpu::int4g_row_stride(k);
+    Packed p = pack(n, k, 4, 77);
+    std::vector<uint8_t> rows(static_cast<size_t>(n * stride), 0xEE);
+    grit::cpu::int4g_align_rows(p.w, 1, n, rows.data() + stride);  // a range not starting at row 0
+    grit::cpu::int4g_align_rows(p.w, 0, 1, rows.data());
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t c = 0; c < 2 * stride; ++c) {
+        const int64_t i = r * k + c;
+        const int want = c < k ? (p.codes[i / 2] >> (4 * (i % 2))) & 15 : 0;
+        const int got = (rows[r * stride + c / 2] >> (4 * (c % 2))) & 15;
+        ASSERT_EQ(got, want) << n << "x" << k << " row " << r << " column " << c;
+      }
   }
 }
 

@@ -81,13 +81,26 @@ at::Tensor int4g_dequantize_cpu(const at::Tensor& data, const at::Tensor& scale0
   std::vector<double> scales;
   const grit::cpu::Int4gWeight w =
       int4g_weight(op, data, scale0, scale1, aux, group, shape, data.device(), &scales);
-  at::Tensor out = at::empty(shape, data.options().dtype(at::kDouble));
-  double* o = out.mutable_data_ptr<double>();
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / w.k);
+  if (dtype == at::kDouble) {
+    at::Tensor out = at::empty(shape, data.options().dtype(at::kDouble));
+    double* o = out.mutable_data_ptr<double>();
+    at::parallel_for(0, w.n, grain, [&](int64_t b, int64_t e) { grit::cpu::int4g_rows(w, b, e, o + b * w.k); });
+    return out;
+  }
+  // Any other dtype: binary64 a few rows at a time, rounded once to float32
+  // (what .to() does first for every narrower dtype), then cast.
+  at::Tensor out = at::empty(shape, data.options().dtype(at::kFloat));
+  float* o = out.mutable_data_ptr<float>();
   at::parallel_for(0, w.n, grain, [&](int64_t b, int64_t e) {
-    grit::cpu::int4g_rows(w, b, e, o + b * w.k);
+    std::vector<double> rows(static_cast<size_t>(grain * w.k));
+    for (int64_t r = b; r < e; r += grain) {
+      const int64_t r1 = std::min(e, r + grain);
+      grit::cpu::int4g_rows(w, r, r1, rows.data());
+      for (int64_t i = 0; i < (r1 - r) * w.k; ++i) o[r * w.k + i] = static_cast<float>(rows[static_cast<size_t>(i)]);
+    }
   });
-  return dtype == at::kDouble ? out : out.to(dtype);
+  return dtype == at::kFloat ? out : out.to(dtype);
 }
 
 at::Tensor int4g_packed_linear_cpu(const at::Tensor& x, const at::Tensor& data,

@@ -84,6 +84,15 @@ def test_seed_reconstruction_through_dequantize():
     assert back.tolist() == Int4Groups(2).decode((2, 4), *Int4Groups(2).encode(W)).tolist()
 
 
+def test_dequantize_to_every_dtype_is_the_binary64_decode_cast():
+    # Row chunks of the float32 path meet ragged ends (300 rows, odd columns).
+    planes = torch.ops.grit.quantize(_w((300, 257), seed=4), "INT4G7")
+    exact = _decode64("INT4G7", planes, (300, 257))
+    for dtype in (torch.float32, torch.bfloat16, torch.float16, torch.float64):
+        got = torch.ops.grit.dequantize(*planes, "INT4G7", [300, 257], dtype)
+        assert got.dtype == dtype and torch.equal(got, exact.to(dtype)), dtype
+
+
 @pytest.mark.parametrize("group, seed_y", [
     (4, [-7.0, -4.0, 0.0, 18.0]),
     (2, [-6.771428571428571, -3.6, 0.0, 17.5]),

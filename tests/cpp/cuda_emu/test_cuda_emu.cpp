@@ -271,7 +271,10 @@ void check_packed_linear(DType dt) {
     ASSERT_TRUE(grit::cuda::make_device_plan(g, planes, t.n, t.k, &plan));
     const std::vector<float> w = core_decode(g, planes, t.n, t.k);
     for (int64_t m : {1, 3, 8, 9, 70}) {  // GEMV up to 8 rows, GEMM above
-      const std::vector<float> xf = normal(static_cast<size_t>(m * t.k), static_cast<uint32_t>(m));
+      std::vector<float> xf = normal(static_cast<size_t>(m * t.k), static_cast<uint32_t>(m));
+      xf[3] = NAN;  // a NaN, an infinity and a subnormal activation
+      xf[xf.size() - 2] = -INFINITY;
+      xf[xf.size() / 2] = 1e-40f;
       std::vector<T> x(xf.size());
       std::vector<float> xv(xf.size());
       for (size_t i = 0; i < xf.size(); ++i) {

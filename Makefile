@@ -119,7 +119,7 @@ test-cuda-compile: $(VENV)/.deps
 # The C++ core and its GoogleTest suite under ASan + UBSan.
 test-asan: sysdeps
 	cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGRIT_SANITIZE=ON >/dev/null
-	cmake --build build/asan -j2 --target grit_core_tests grit_kernels_tests
+	cmake --build build/asan -j2 --target grit_core_tests grit_kernels_tests grit_cuda_emu_tests
 	ASAN_OPTIONS=halt_on_error=1 UBSAN_OPTIONS=halt_on_error=1 ctest --test-dir build/asan --output-on-failure
 	$(MAKE) --no-print-directory test-asan-py
 

@@ -27,14 +27,36 @@
 namespace grit_ops {
 namespace {
 
-// The device plan of a grade, or false when no CUDA kernel decodes it.
-bool device_plan(const grit::Grade& g, const PlaneArgs& p, int64_t n, int64_t k, grit::cuda::Plan* out) {
-  return grit::cuda::make_device_plan(g, p.plane, n, k, out);
-}
-
 // The kernels read planes with 16-byte loads: an unaligned view is copied.
 at::Tensor aligned(const at::Tensor& t) {
   return reinterpret_cast<uintptr_t>(t.const_data_ptr()) % 16 == 0 ? t : t.clone();
+}
+
+// The planes as the kernels take them: 16-byte aligned (copies kept alive
+// here for the launch), checked by plane_args, and the grade's device plan
+// for an [n, k] weight; ok is false when no CUDA kernel decodes the grade.
+struct DevicePlanes {
+  at::Tensor keep[4];
+  grit::cuda::Plan plan;
+  bool ok = false;
+};
+
+DevicePlanes device_planes(const char* op, const at::Tensor& data, const at::Tensor& scale0,
+                           const at::Tensor& scale1, const at::Tensor& aux, const grit::Grade& grade,
+                           c10::IntArrayRef shape, c10::Device device, int64_t n, int64_t k) {
+  DevicePlanes d;
+  d.keep[0] = aligned(data);
+  d.keep[1] = aligned(scale0);
+  d.keep[2] = aligned(scale1);
+  d.keep[3] = aligned(aux);
+  const PlaneArgs p = plane_args(op, d.keep[0], d.keep[1], d.keep[2], d.keep[3], grade, shape, device);
+  d.ok = grit::cuda::make_device_plan(grade, p.plane, n, k, &d.plan);
+  return d;
+}
+
+void warn_round_trip(const char* op, const grit::Grade& grade) {
+  TORCH_WARN_ONCE(op, ": grade ", grade.canonical,
+                  " has no CUDA kernel; it runs the CPU kernel on host copies (a round trip)");
 }
 
 std::optional<at::Tensor> cpu_opt(const std::optional<at::Tensor>& t) {
@@ -55,13 +77,10 @@ at::Tensor packed_linear_cuda(const at::Tensor& x, const at::Tensor& data, const
   check_activation(op, "x", x, k, "in-features (shape[1])", shape);
   const bool has_bias = check_bias(op, bias, n, x.device());
   const c10::cuda::CUDAGuard guard(x.device());
-  const at::Tensor pd = aligned(data), p0 = aligned(scale0), p1 = aligned(scale1), pa = aligned(aux);
-  const PlaneArgs p = plane_args(op, pd, p0, p1, pa, *grade, shape, x.device());
-
-  grit::cuda::Plan plan;
-  if (!device_plan(*grade, p, n, k, &plan)) {
-    TORCH_WARN_ONCE(op, ": grade ", grade->canonical,
-                    " has no CUDA kernel; it runs the CPU kernel on host copies (a round trip)");
+  const DevicePlanes dp = device_planes(op, data, scale0, scale1, aux, *grade, shape, x.device(), n, k);
+  const grit::cuda::Plan& plan = dp.plan;
+  if (!dp.ok) {
+    warn_round_trip(op, *grade);
     static auto cpu_op = c10::Dispatcher::singleton()
                              .findSchemaOrThrow("grit::packed_linear", "")
                              .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&,
@@ -99,15 +118,14 @@ at::Tensor dequantize_cuda(const at::Tensor& data, const at::Tensor& scale0, con
   const auto grade = grade_arg(op, grade_text);
   TORCH_CHECK_TYPE(at::isFloatingType(dtype), op, ": argument 'dtype' must be a floating dtype, found ", dtype);
   const c10::cuda::CUDAGuard guard(data.device());
-  const at::Tensor pd = aligned(data), p0 = aligned(scale0), p1 = aligned(scale1), pa = aligned(aux);
-  const PlaneArgs p = plane_args(op, pd, p0, p1, pa, *grade, shape, data.device());
   int64_t numel = 1;
   for (int64_t d : shape) numel *= d;
   const int64_t k = shape.empty() ? 1 : shape.back();
   const int64_t n = k > 0 ? numel / k : 0;
-  grit::cuda::Plan plan;
+  const DevicePlanes dp = device_planes(op, data, scale0, scale1, aux, *grade, shape, data.device(), n, k);
+  const grit::cuda::Plan& plan = dp.plan;
   const bool whole_units = k % 16 == 0 && (k % 32 == 0 || grade->k0 == 16);
-  if (shape.empty() || !whole_units || !device_plan(*grade, p, n, k, &plan)) {
+  if (shape.empty() || !whole_units || !dp.ok) {
     TORCH_WARN_ONCE(op, ": grade ", grade->canonical, " with shape ", shape_str(shape),
                     " has no CUDA kernel; it runs the CPU kernel on host copies (a round trip)");
     static auto cpu_op = c10::Dispatcher::singleton()
@@ -153,12 +171,10 @@ at::Tensor packed_linear_grad_input_cuda(const at::Tensor& grad_y, const at::Ten
   const int64_t n = shape[0], k = shape[1];
   check_activation(op, "grad_y", grad_y, n, "out-features (shape[0])", shape);
   const c10::cuda::CUDAGuard guard(grad_y.device());
-  const at::Tensor pd = aligned(data), p0 = aligned(scale0), p1 = aligned(scale1), pa = aligned(aux);
-  const PlaneArgs p = plane_args(op, pd, p0, p1, pa, *grade, shape, grad_y.device());
-  grit::cuda::Plan plan;
-  if (!device_plan(*grade, p, n, k, &plan)) {
-    TORCH_WARN_ONCE(op, ": grade ", grade->canonical,
-                    " has no CUDA kernel; it runs the CPU kernel on host copies (a round trip)");
+  const DevicePlanes dp = device_planes(op, data, scale0, scale1, aux, *grade, shape, grad_y.device(), n, k);
+  const grit::cuda::Plan& plan = dp.plan;
+  if (!dp.ok) {
+    warn_round_trip(op, *grade);
     return on_host();
   }
   const int64_t m = batch_rows(grad_y);

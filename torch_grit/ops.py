@@ -269,56 +269,13 @@ def _check_fake(data, scale0, scale1, aux, grade, shape):
     return True
 
 
-# ---------------------------------------------------------------------------
-# Autograd: gradients flow to x and bias; the packed planes are frozen.
-
-
-def _packed_linear_setup(ctx, inputs, output):
-    x, data, scale0, scale1, aux, grade, shape, bias = inputs
-    ctx.save_for_backward(data, scale0, scale1, aux)
-    ctx.grade = grade
-    ctx.shape = shape
-    ctx.bias_dtype = bias.dtype if bias is not None else None
-
-
-def _packed_linear_backward(ctx, grad_y):
-    data, scale0, scale1, aux = ctx.saved_tensors
-    grad_x = grad_bias = None
-    if ctx.needs_input_grad[0]:
-        grad_x = torch.ops.grit.packed_linear_grad_input.default(
-            grad_y, data, scale0, scale1, aux, ctx.grade, ctx.shape)
-    if ctx.bias_dtype is not None and ctx.needs_input_grad[7]:
-        grad_bias = grad_y.reshape(-1, ctx.shape[0]).sum(0, dtype=torch.float32).to(ctx.bias_dtype)
-    return grad_x, None, None, None, None, None, None, grad_bias
-
-
-torch.library.register_autograd("grit::packed_linear", _packed_linear_backward,
-                                setup_context=_packed_linear_setup)
-
-
-def _grad_input_setup(ctx, inputs, output):
-    grad_y, data, scale0, scale1, aux, grade, shape = inputs
-    ctx.save_for_backward(data, scale0, scale1, aux)
-    ctx.grade = grade
-    ctx.shape = shape
-
-
-def _grad_input_backward(ctx, grad_grad_x):
-    # grad_x = grad_y @ W is linear in grad_y: its gradient is packed_linear.
-    data, scale0, scale1, aux = ctx.saved_tensors
-    grad_grad_y = None
-    if ctx.needs_input_grad[0]:
-        grad_grad_y = torch.ops.grit.packed_linear.default(
-            grad_grad_x, data, scale0, scale1, aux, ctx.grade, ctx.shape, None)
-    return grad_grad_y, None, None, None, None, None, None
-
-
-torch.library.register_autograd("grit::packed_linear_grad_input", _grad_input_backward,
-                                setup_context=_grad_input_setup)
+# Autograd (gradients to x and bias, the planes frozen; double backward; no
+# gradient for the exact mode) is C++: csrc/ops/autograd.cpp, under the
+# Autograd key, so a call that needs no gradient costs no Python.
 
 
 # ---------------------------------------------------------------------------
-# The exact integer mode: fakes, and no gradient (an inference mode).
+# The exact integer mode: fakes (its refusal to differentiate is in autograd.cpp).
 
 __all__ += ["pack_activations", "packed_linear_exact"]
 
@@ -341,15 +298,3 @@ def _packed_linear_exact_fake(codes, scales, data, scale0, scale1, aux, grade, s
     torch._check(codes.shape[-1] == shape[1], lambda: "grit::packed_linear_exact: codes have %s "
                  "in-features, the weight %s" % (codes.shape[-1], shape[1]))
     return codes.new_empty((*codes.shape[:-1], shape[0]), dtype=torch.float32)
-
-
-def _no_gradient(op):
-    def backward(ctx, *grads):
-        raise RuntimeError(
-            "%s has no gradient: the exact integer mode is for inference (its int8 codes are not "
-            "differentiable); train with packed_linear(..., exact=False)" % op)
-    return backward
-
-
-torch.library.register_autograd("grit::pack_activations", _no_gradient("grit::pack_activations"))
-torch.library.register_autograd("grit::packed_linear_exact", _no_gradient("grit::packed_linear_exact"))

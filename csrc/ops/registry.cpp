@@ -1,7 +1,7 @@
 // The grit:: operator schemas, all of them, in one place. Backends register
-// their kernels in their own files (TORCH_LIBRARY_IMPL); the fake (meta)
-// kernels and the autograd formulas live in torch_grit/ops.py, which
-// set_python_module names so torch imports it when it needs them.
+// their kernels in their own files (TORCH_LIBRARY_IMPL), the autograd rules
+// included (autograd.cpp); the fake (meta) kernels live in torch_grit/ops.py,
+// which set_python_module names so torch imports it when it needs them.
 //
 // Planes travel as four 1-D uint8 tensors [data, scale0, scale1, aux] (an
 // absent plane is an empty tensor); the grade as its string (canonical or a

@@ -317,6 +317,25 @@ def test_planes_get_no_gradient_and_double_backward_works():
     _assert_within_f32_bound(ggy, v, w, None, torch.float32)
 
 
+def test_gradient_to_bias_alone_and_no_graph_without_one():
+    grade = "MXFP4"
+    planes = _planes(grade, RAGGED)
+    x = _rand((3, RAGGED[1]))
+    bias = _rand((RAGGED[0],), torch.bfloat16, seed=3).requires_grad_()
+    gy = _rand((3, RAGGED[0]), seed=4)
+    y = ops.packed_linear(x, planes, grade, RAGGED, bias)
+    assert y.grad_fn is not None
+    y.backward(gy)
+    assert bias.grad.dtype == torch.bfloat16
+    torch.testing.assert_close(bias.grad, gy.sum(0, dtype=torch.float32).to(torch.bfloat16))
+    # Nothing wants a gradient: the backend's own result, no graph node, same bits.
+    with torch.no_grad():
+        y_ng = ops.packed_linear(x, planes, grade, RAGGED, bias)
+    y_frozen = ops.packed_linear(x, planes, grade, RAGGED, bias.detach())
+    assert y_ng.grad_fn is None and not y_ng.requires_grad and y_frozen.grad_fn is None
+    assert torch.equal(y_ng, y.detach()) and torch.equal(y_frozen, y.detach())
+
+
 # --------------------------------------------------------------------------- errors
 # Bad arguments raise TypeError (a dtype) or ValueError (anything else),
 # naming the op, the argument, what was expected and what was found.

@@ -19,8 +19,16 @@ least --min-mb (default 512 MB, more than any last-level cache), so each
 call reads its weight from DRAM. Columns: median time per call, speedup
 over float32 F.linear and over the aten int4 kernel, and the effective
 weight bandwidth (weight bytes read per call / time), also as a share of
-the read bandwidth measured in the same run (a streaming sum over a 1 GiB
-buffer).
+the read bandwidth measured alongside: a streaming sum over a 1 GiB
+buffer. The machine is shared and its speed drifts within seconds, so the
+rows are timed in interleaved rounds and every time reported, the probe's
+included, is a median over the rounds of its shape: a slow spell lands on
+all rows of a round instead of on one row. In a round each row (and then
+the probe) runs one untimed pass over its layers and one timed pass: the
+timed pass reads every weight from DRAM as before, but not straight after
+another row's 0.5 GB stream has pushed its page-table entries out of the
+caches (that first pass cost up to 1 ms more per 4096x11008 MXFP4 call,
+for aten's int4 kernel too).
 
     .venv/bin/python benchmarks/bench_linear.py            # the full table (a few minutes)
     .venv/bin/python benchmarks/bench_linear.py --min-mb 64 --shapes 4096x4096   # a quick look
@@ -56,31 +64,30 @@ def cpu_name():
     return platform.processor() or "unknown CPU"
 
 
-def median_time(calls, rounds):
-    """Median over rounds of (one pass over all calls) / len(calls)."""
-    for c in calls:  # warm-up pass: allocator, threads, code
-        c()
-    times = []
-    for _ in range(rounds):
-        t0 = time.perf_counter()
+PROBE_BYTES = 1 << 30
+
+
+def interleaved_medians(rows, rounds, probe, probe_times):
+    """{row: median over rounds of one timed pass over its calls / len(calls)},
+    each timed pass right after an untimed one; each round ends with an
+    untimed and a timed probe() (appended to probe_times)."""
+    for calls in rows.values():  # warm-up pass: allocator, threads, code
         for c in calls:
             c()
-        times.append((time.perf_counter() - t0) / len(calls))
-    return statistics.median(times)
-
-
-def read_bandwidth(rounds):
-    buf = torch.ones(1 << 28)  # 1 GiB of float32
-    buf.sum()
-    best = min(_timed(buf.sum) for _ in range(rounds))
-    del buf
-    return (1 << 30) / best
-
-
-def _timed(fn):
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
+    times = {name: [] for name in rows}
+    for _ in range(rounds):
+        for name, calls in rows.items():
+            for c in calls:  # untimed: this row's page-table entries back in cache
+                c()
+            t0 = time.perf_counter()
+            for c in calls:
+                c()
+            times[name].append((time.perf_counter() - t0) / len(calls))
+        probe()
+        t0 = time.perf_counter()
+        probe()
+        probe_times.append(time.perf_counter() - t0)
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def int4_pack(w):
@@ -97,6 +104,11 @@ def int4_pack(w):
 
 
 def bench_shape(n, k, min_bytes, rounds, results):
+    """Appends the shape's rows to results; returns the read bandwidth
+    measured alongside them (bytes/s, the median probe)."""
+    buf = torch.ones(PROBE_BYTES // 4)  # float32
+    buf.sum()
+    probe_times = []
     layers = max(1, math.ceil(min_bytes / (n * k * 4)))
     gen = torch.Generator().manual_seed(0)
     w32 = [torch.randn(n, k, generator=gen) for _ in range(layers)]
@@ -143,31 +155,34 @@ def bench_shape(n, k, min_bytes, rounds, results):
             for pl in grit["MXFP4"]])
         rows[INT4G] = ("bfloat16", [
             lambda pl=pl: torch.ops.grit.packed_linear(x16, *pl, INT4G, [n, k], None) for pl in grit[INT4G]])
-        for name, (xdt, calls) in rows.items():
-            t = median_time(calls, rounds)
-            results.append(dict(shape="%dx%d" % (n, k), batch=m, row=name, x=xdt, t=t,
+        med = interleaved_medians({name: calls for name, (_, calls) in rows.items()}, rounds, buf.sum,
+                                  probe_times)
+        for name, (xdt, _) in rows.items():
+            results.append(dict(shape="%dx%d" % (n, k), batch=m, row=name, x=xdt, t=med[name],
                                 bytes=wbytes[name], layers=layers))
-    del w32, w16, int4, grit
+    del w32, w16, int4, grit, buf
+    return PROBE_BYTES / statistics.median(probe_times)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--shapes", nargs="+", default=list(DEFAULT_SHAPES), help="[out]x[in] weights")
     ap.add_argument("--min-mb", type=float, default=512, help="float32 weight set per row, MB")
-    ap.add_argument("--rounds", type=int, default=5, help="timed passes over the layer set")
+    ap.add_argument("--rounds", type=int, default=7, help="interleaved timed passes over every row's layers")
     args = ap.parse_args()
 
-    bw = read_bandwidth(args.rounds)
     results = []
+    bws = {}
     for s in args.shapes:
         n, k = (int(v) for v in s.lower().split("x"))
-        bench_shape(n, k, args.min_mb * 1e6, args.rounds, results)
+        bws["%dx%d" % (n, k)] = bench_shape(n, k, args.min_mb * 1e6, args.rounds, results)
 
     print("## packed_linear on CPU (weights from DRAM)\n")
     print("Machine: %s, %d threads, torch %s, GRIT CPU kernels: %s. Read bandwidth measured "
-          "in this run: %.1f GB/s. Weight sets >= %d MB float32 per row, cycled.\n"
-          % (cpu_name(), torch.get_num_threads(), torch.__version__, _C.cpu_isa(), bw / 1e9,
-             args.min_mb))
+          "alongside each shape: %s. Weight sets >= %d MB float32 per row, cycled; times are "
+          "medians of %d interleaved rounds.\n"
+          % (cpu_name(), torch.get_num_threads(), torch.__version__, _C.cpu_isa(),
+             ", ".join("%s %.1f GB/s" % (s, v / 1e9) for s, v in bws.items()), args.min_mb, args.rounds))
     print("| shape [out x in] | batch | kernel | x | layers | time (us) | vs f32 F.linear "
           "| vs aten int4 | weight GB/s | % of read BW |")
     print("|---|---|---|---|---|---|---|---|---|---|")
@@ -178,7 +193,7 @@ def main():
         gbs = r["bytes"] / r["t"]
         print("| %s | %d | %s | %s | %d | %.0f | %.2fx | %.2fx | %.1f | %.0f%% |"
               % (r["shape"], r["batch"], r["row"], r["x"], r["layers"], r["t"] * 1e6, f32 / r["t"],
-                 i4 / r["t"], gbs / 1e9, 100 * gbs / bw))
+                 i4 / r["t"], gbs / 1e9, 100 * gbs / bws[r["shape"]]))
 
     print("\nTargets (issue 4), per shape:")
     for s in sorted({r["shape"] for r in results}, key=args.shapes.index):
@@ -187,7 +202,7 @@ def main():
             continue
         mx = ref[(s, 1, "GRIT MXFP4")]
         i4 = ref[(s, 1, "aten int4 (g32)")]
-        share = mx["bytes"] / mx["t"] / bw
+        share = mx["bytes"] / mx["t"] / bws[s]
         checks = [
             ("batch 1, MXFP4 >= 6x float32 F.linear", f32_1["t"] / mx["t"], 6.0),
             ("batch 1, MXFP4 >= 1.2x aten int4", i4["t"] / mx["t"], 1.2),

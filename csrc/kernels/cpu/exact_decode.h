@@ -1,10 +1,9 @@
 // The exact integer mode's weight rows, decoded a byte at a time: the same
 // integer codes and block scales as the core's grit::exact::weight_row and
 // the same data-plane cursors as its row_stored (csrc/grit/exact_linear.h,
-// which defines them bit by bit), for the layouts the reference grades use:
-// dense 4-bit codes whose rows start on a byte (either nibble order) or
-// 8-bit codes, and 2-of-4 sparsity with 2-bit positions. Any other layout
-// runs the core's functions. Torch-free; tests/cpp/kernels/test_exact_decode.cpp
+// which defines them bit by bit), for 4-bit codes (either nibble order; two
+// per byte where a row starts on one) and 8-bit codes, dense or 2-of-4
+// sparse with 2-bit positions. Any other layout runs the core's functions. Torch-free; tests/cpp/kernels/test_exact_decode.cpp
 // holds the two equal on random planes.
 #pragma once
 

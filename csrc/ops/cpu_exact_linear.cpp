@@ -15,6 +15,8 @@
 #include "grit/exact_linear.h"
 #include "kernels/cpu/exact_decode.h"
 #include "kernels/cpu/exact_dot.h"
+#include "kernels/cpu/exact_tile.h"
+#include "kernels/cpu/packed_linear_cpu.h"
 #include "ops/exact_args.h"
 #include "ops/op_args.h"
 
@@ -22,7 +24,7 @@ namespace grit_ops {
 namespace {
 
 constexpr int64_t kMinTaskWork = int64_t{1} << 15;  // multiply-adds worth a task
-constexpr int64_t kTileRows = 16;                    // weight rows decoded at a time (L2-sized at k = 4096)
+constexpr int64_t kTileRows = grit::cpu::kExactTileRows;  // weight rows decoded at a time (L2-sized at k = 4096)
 
 std::tuple<at::Tensor, at::Tensor> pack_activations_cpu(const at::Tensor& x, int64_t block) {
   const char* op = "grit::pack_activations";
@@ -83,15 +85,37 @@ at::Tensor packed_linear_exact_cpu(const at::Tensor& codes, const at::Tensor& sc
     // Threads own row ranges; each decodes kTileRows weight rows into its own
     // buffer (never the whole weight) and runs every batch row over them.
     const int64_t grain = std::max<int64_t>(kTileRows, kMinTaskWork / std::max<int64_t>(1, k * m));
+    // Under the avx512 and avx512_bf16 variants (the CPU kernel variant
+    // packed_linear runs, GRIT_CPU_ISA included) on a CPU with VNNI, a
+    // tile's 16 rows are laid out lane = row (exact_tile.h) and every batch
+    // row runs over all 16 at once; otherwise one output at a time.
+    grit::cpu::Isa isa;
+    const grit::Status sel = grit::cpu::active_isa(&isa);
+    TORCH_CHECK_VALUE(sel.ok(), op, ": ", sel.message);
+    const bool tiled = (isa == grit::cpu::Isa::kAvx512 || isa == grit::cpu::Isa::kAvx512Bf16) &&
+                       grit::cpu::exact_tile_supported(L);
     at::parallel_for(0, n, grain, [&](int64_t b, int64_t e) {
       std::vector<int16_t> w(static_cast<size_t>(kTileRows * k));
       std::vector<grit::exact::WScale> ws(static_cast<size_t>(kTileRows * nb));
       std::vector<int64_t> scratch(static_cast<size_t>(nb));
+      grit::cpu::ExactTile tile;
+      float yt[kTileRows];
       for (int64_t j0 = b; j0 < e; j0 += kTileRows) {
         const int64_t j1 = std::min(e, j0 + kTileRows);
-        for (int64_t j = j0; j < j1; ++j)
-          grit::cpu::exact_weight_row(L, dp, s0, meta, j, k, start[j], w.data() + (j - j0) * k,
-                                      ws.data() + (j - j0) * nb);
+        const int rows = static_cast<int>(j1 - j0);
+        if (!tiled || !grit::cpu::exact_tile_from_planes(L, dp, s0, meta, start.data() + j0, j0, rows, k, &tile)) {
+          for (int64_t j = j0; j < j1; ++j)
+            grit::cpu::exact_weight_row(L, dp, s0, meta, j, k, start[j], w.data() + (j - j0) * k,
+                                        ws.data() + (j - j0) * nb);
+          if (tiled) grit::cpu::exact_tile_pack(L, w.data(), ws.data(), rows, k, &tile);
+        }
+        if (tiled) {
+          for (int64_t i = 0; i < m; ++i) {
+            grit::cpu::exact_dot_tile(L, act[i], tile, k, bp ? bp + j0 : nullptr, yt);
+            std::copy(yt, yt + (j1 - j0), yp + i * n + j0);
+          }
+          continue;
+        }
         for (int64_t i = 0; i < m; ++i)
           for (int64_t j = j0; j < j1; ++j)
             yp[i * n + j] = grit::cpu::exact_dot_row(L, act[i], w.data() + (j - j0) * k, ws.data() + (j - j0) * nb,

@@ -2,7 +2,7 @@
 (the law is in csrc/grit/exact_linear.h).
 
 Proven here on CPU: opcheck on both ops; the same bits for 1, 2 and 3
-threads and across runs; bit equality with an independent pure-Python
+threads and across runs, and for every CPU kernel variant; bit equality with an independent pure-Python
 re-implementation (Python integers and Fractions, numpy float32/float64 for
 the packing); closeness to the float packed_linear within the activation
 quantisation bound; the overflow bound and the grades without an integer law
@@ -205,6 +205,35 @@ def test_same_bits_for_any_thread_count_and_run(grade):
     for r in results[1:]:
         assert torch.equal(_bits(r), _bits(results[0]))
     assert torch.equal(packs[0][0], packs[1][0]) and torch.equal(_bits(packs[0][1]), _bits(packs[1][1]))
+
+
+@pytest.mark.parametrize("grade", EXACT_GRADES)
+def test_every_cpu_kernel_variant_gives_the_same_bits(grade):
+    """avx512 and avx512_bf16 run 16 weight rows at once (kernels/cpu/exact_tile.h,
+    with AVX-512 VNNI), scalar and avx2 one output at a time: the same bits,
+    each equal to the Python re-implementation, ragged shapes and specials
+    (NaN and infinite block scales, zero activation blocks) included."""
+    from torch_grit import _C
+    shape = (37, 160)
+    if grade == "I8S24":
+        planes = _plant_specials(grade, _random_planes(grade, shape, seed=4, regular=True))
+    else:  # E8M0 scale codes: 255 is NaN, 0 is 2^-127
+        planes = [p.clone() for p in _planes(grade, shape, seed=4)]
+        planes[1][0], planes[1][7], planes[1][11] = 255, 0, 255
+    x = _x(5, shape[1], seed=6)
+    x[1, 32:64] = 0.0
+    bias = torch.randn(shape[0], generator=torch.Generator().manual_seed(9))
+    codes, scales = ops.pack_activations(x, 32)
+    want = _exact_ref(grade, codes.numpy(), scales.numpy(), planes, shape, bias)
+    assert torch.isnan(want).any() and torch.isfinite(want).sum() > want.numel() // 2
+    previous = _C.cpu_isa()
+    try:
+        for isa in _C.cpu_isas_supported():
+            _C._set_cpu_isa(isa)
+            got = ops.packed_linear_exact(codes, scales, planes, grade, shape, bias)
+            assert torch.equal(_bits(got), _bits(want)), (grade, isa)
+    finally:
+        _C._set_cpu_isa(previous)
 
 
 @pytest.mark.parametrize("grade", ("I8S24", "MXFP4"))

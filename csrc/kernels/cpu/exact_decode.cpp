@@ -22,7 +22,16 @@ inline uint32_t code_at(const Law& L, const uint8_t* data, uint64_t i) {
 // Quad Q's metadata nibble: positions a = bits 0-1, b = bits 2-3 (the two
 // 2-bit indices survivors() reads); the survivors are {a, b}, one if a == b.
 inline uint32_t quad_nibble(const uint8_t* meta, uint64_t Q) { return (meta[Q >> 1] >> (4 * (Q & 1))) & 15u; }
-inline uint32_t nibble_stored(uint32_t nib) { return (nib & 3u) == (nib >> 2) ? 1u : 2u; }
+constexpr uint32_t nibble_stored(uint32_t nib) { return (nib & 3u) == (nib >> 2) ? 1u : 2u; }
+
+// Codes stored for the two quads of each metadata byte.
+struct ByteStored {
+  uint8_t n[256];
+  constexpr ByteStored() : n() {
+    for (uint32_t b = 0; b < 256; ++b) n[b] = static_cast<uint8_t>(nibble_stored(b & 15u) + nibble_stored(b >> 4));
+  }
+};
+constexpr ByteStored kByteStored;
 
 }  // namespace
 
@@ -32,10 +41,7 @@ uint64_t exact_row_stored(const Law& L, const uint8_t* meta, int64_t r, int64_t 
   const uint64_t quads = static_cast<uint64_t>(k / 4), Q0 = static_cast<uint64_t>(r) * quads;
   uint64_t c = 0, Q = Q0;
   if (Q % 2 != 0 && Q < Q0 + quads) c += nibble_stored(quad_nibble(meta, Q++));
-  for (; Q + 2 <= Q0 + quads; Q += 2) {  // a metadata byte: two quads
-    const uint32_t byte = meta[Q >> 1];
-    c += nibble_stored(byte & 15u) + nibble_stored(byte >> 4);
-  }
+  for (; Q + 2 <= Q0 + quads; Q += 2) c += kByteStored.n[meta[Q >> 1]];  // a metadata byte: two quads
   if (Q < Q0 + quads) c += nibble_stored(quad_nibble(meta, Q));
   return c;
 }

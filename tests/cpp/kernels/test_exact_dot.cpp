@@ -14,26 +14,9 @@
 #include "grit/grade.h"
 #include "kernels/cpu/exact_dot.h"
 #include "exact_law_of.h"
+#include "exact_values.h"
 
 namespace {
-
-uint32_t bits(float f) {
-  uint32_t b;
-  std::memcpy(&b, &f, 4);
-  return b;
-}
-
-float special_or(std::mt19937& rng, float usual) {
-  switch (rng() % 16) {
-    case 0: return 0.0f;
-    case 1: return std::numeric_limits<float>::quiet_NaN();
-    case 2: return std::numeric_limits<float>::infinity();
-    case 3: return -std::numeric_limits<float>::infinity();
-    case 4: return std::numeric_limits<float>::denorm_min() * static_cast<float>(1 + rng() % 1000);
-    case 5: return std::ldexp(1.0f, 100 + static_cast<int>(rng() % 27));
-    default: return usual;
-  }
-}
 
 TEST(ExactDot, SameBitsAsTheCore) {
   const char* const grades[] = {"MXFP4", "MXFP4_RNE", "I8S24", "grit1(e=s4,k0=32,s0=binary16,esr=ratiomaxabs)",

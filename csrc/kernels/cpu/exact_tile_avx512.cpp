@@ -89,6 +89,16 @@ inline __m512i grid_terms(__m512i D, __m512i P, __m512i x, __m512i G) {
   return _mm512_mask_blend_epi64(_mm512_cmple_epi64_mask(s, zero), q, left);
 }
 
+// Stores the first n (<= 16) of v at dst, dst + 16, ...: a whole set in an
+// unrolled loop, so v stays in registers.
+inline void store_pairs(int32_t* dst, const __m512i v[16], int n) {
+  if (n == 16) {
+    for (int q = 0; q < 16; ++q) _mm512_storeu_si512(dst + q * kExactTileRows, v[q]);
+  } else {
+    for (int q = 0; q < n; ++q) _mm512_storeu_si512(dst + q * kExactTileRows, v[q]);
+  }
+}
+
 inline __m512i lo8(__m512i v) { return _mm512_cvtepi32_epi64(_mm512_castsi512_si256(v)); }
 inline __m512i hi8(__m512i v) { return _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(v, 1)); }
 
@@ -124,7 +134,7 @@ void exact_tile_pack(const exact::Law& L, const int16_t* w, const exact::WScale*
     for (int r = 0; r < 16; ++r)
       v[r] = r < rows ? _mm512_maskz_loadu_epi32(m, w + r * k + 2 * p0) : _mm512_setzero_si512();
     transpose16(v);
-    for (int q = 0; q < n; ++q) _mm512_storeu_si512(t->pairs.data() + (p0 + q) * kExactTileRows, v[q]);
+    store_pairs(t->pairs.data() + p0 * kExactTileRows, v, n);
   }
   for (int r = 0; r < rows; ++r)
     for (int64_t b = 0; b < B; ++b) {
@@ -218,10 +228,10 @@ void bytes_tile(const exact::Law& L, const uint8_t* data, const uint8_t* meta, c
     }
     const int pairs = ncols / 2, n0 = pairs < 16 ? pairs : 16, n1 = pairs - n0;
     transpose16(v0);
-    for (int q = 0; q < n0; ++q) _mm512_storeu_si512(t->pairs.data() + (c0 / 2 + q) * kExactTileRows, v0[q]);
+    store_pairs(t->pairs.data() + c0 / 2 * kExactTileRows, v0, n0);
     if (n1 > 0) {
       transpose16(v1);
-      for (int q = 0; q < n1; ++q) _mm512_storeu_si512(t->pairs.data() + (c0 / 2 + 16 + q) * kExactTileRows, v1[q]);
+      store_pairs(t->pairs.data() + (c0 / 2 + 16) * kExactTileRows, v1, n1);
     }
   }
 }
@@ -264,7 +274,7 @@ bool exact_tile_from_planes(const exact::Law& L, const uint8_t* data, const uint
                              _mm512_slli_epi32(_mm512_permutexvar_epi32(second, T), 16));
     }
     transpose16(v);
-    for (int q = 0; q < n; ++q) _mm512_storeu_si512(t->pairs.data() + (p0 + q) * kExactTileRows, v[q]);
+    store_pairs(t->pairs.data() + p0 * kExactTileRows, v, n);
   }
   tile_scales(L, s0, r0, rows, k, t);
   return true;

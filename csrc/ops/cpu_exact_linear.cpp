@@ -1,7 +1,8 @@
 // CPU kernels of grit::pack_activations and grit::packed_linear_exact: the
 // exact integer mode of csrc/grit/exact_linear.h behind argument checks and
 // at::parallel_for, on the kernels' fast copies of the core's steps
-// (kernels/cpu/exact_decode.h, exact_dot.h: tested equal to the core).
+// (kernels/cpu/exact_decode.h, exact_dot.h, exact_tile.h: tested equal to the
+// core).
 // Threads own disjoint outputs and every output is exact_dot's pure function
 // of the codes and scales, so the bits do not depend on the thread count.
 // The argument checks are shared with the CUDA wrapper (exact_args.h).

@@ -112,7 +112,7 @@ test-cuda-compile: $(VENV)/.deps
 	@inc=$$($(PY) -c "import torch.utils.cpp_extension as c; print(' '.join('-I' + p for p in c.include_paths()))"); \
 	cuda=$$(echo | $(NVCC) --dryrun -x cu -E - 2>&1 | sed -n 's/^#\$$ INCLUDES="\(.*\)" *$$/\1/p'); \
 	for f in $(wildcard csrc/ops/cuda_*.cpp); do \
-	  $(CXX) -std=c++17 -Wno-c++20-extensions -fsyntax-only -Ibuild/cuda/stub $$inc $$cuda -Icsrc $$f || exit 1; \
+	  $(CXX) -std=c++20 -fsyntax-only -Ibuild/cuda/stub $$inc $$cuda -Icsrc $$f || exit 1; \
 	  echo "$$f: compiles against torch's CUDA headers (syntax only)"; \
 	done
 

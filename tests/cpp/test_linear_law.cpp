@@ -85,7 +85,9 @@ TEST(LinearLaw, FactorsComposeToTheDecode) {
           ++factored;
         }
       }
-      if (factors) EXPECT_GT(factored, 0u);
+      if (factors) {
+        EXPECT_GT(factored, 0u);
+      }
       // Whatever the form, f32(S*e) is the decode's value (NaN where it is NaN).
       for (uint64_t i = 0; i < n; ++i) {
         const float c = S[i / g.k0] * e[i];

@@ -20,28 +20,20 @@ Also checks that both exact rows return the same bits.
 
 import argparse
 import platform
-import statistics
-import time
 
 import torch
 import torch.nn.functional as F
 
 from torch_grit import _C, ops
 
+from bench_linear import interleaved_medians  # same folder
+
 GRADES = ("MXFP4", "I8S24")
 
 
 def medians(rows, rounds):
-    for fn in rows.values():
-        fn()
-    times = {name: [] for name in rows}
-    for _ in range(rounds):
-        for name, fn in rows.items():
-            fn()
-            t0 = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - t0)
-    return {name: statistics.median(t) for name, t in times.items()}
+    """{name: median seconds per call}: bench_linear's interleaved rounds, one call per row, no probe."""
+    return interleaved_medians({name: [fn] for name, fn in rows.items()}, rounds, lambda: None, [])
 
 
 def with_isa(isa, fn):

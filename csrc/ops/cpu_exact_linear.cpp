@@ -96,8 +96,8 @@ at::Tensor packed_linear_exact_cpu(const at::Tensor& codes, const at::Tensor& sc
     const bool tiled = (isa == grit::cpu::Isa::kAvx512 || isa == grit::cpu::Isa::kAvx512Bf16) &&
                        grit::cpu::exact_tile_supported(L);
     at::parallel_for(0, n, grain, [&](int64_t b, int64_t e) {
-      std::vector<int16_t> w(static_cast<size_t>(kTileRows * k));
-      std::vector<grit::exact::WScale> ws(static_cast<size_t>(kTileRows * nb));
+      std::vector<int16_t> w;  // decoded rows, sized when a tile is decoded
+      std::vector<grit::exact::WScale> ws;
       std::vector<int64_t> scratch(static_cast<size_t>(nb));
       grit::cpu::ExactTile tile;
       float yt[kTileRows];
@@ -105,6 +105,8 @@ at::Tensor packed_linear_exact_cpu(const at::Tensor& codes, const at::Tensor& sc
         const int64_t j1 = std::min(e, j0 + kTileRows);
         const int rows = static_cast<int>(j1 - j0);
         if (!tiled || !grit::cpu::exact_tile_from_planes(L, dp, s0, meta, start.data() + j0, j0, rows, k, &tile)) {
+          w.resize(static_cast<size_t>(kTileRows * k));
+          ws.resize(static_cast<size_t>(kTileRows * nb));
           for (int64_t j = j0; j < j1; ++j)
             grit::cpu::exact_weight_row(L, dp, s0, meta, j, k, start[j], w.data() + (j - j0) * k,
                                         ws.data() + (j - j0) * nb);

@@ -117,16 +117,45 @@ struct BlockScales {
   }
 };
 
+// 8-bit codes whose integer code is the byte read as int8.
+bool signed_byte_codes(const exact::Law& L) {
+  if (L.elem_bits != 8) return false;
+  for (int c = 0; c < 256; ++c)
+    if (L.code[c] != static_cast<int16_t>(static_cast<int8_t>(static_cast<uint8_t>(c)))) return false;
+  return true;
+}
+
+// An empty tile for `rows` rows: codes to be written, scales 0 (so rows past
+// `rows` add nothing).
+void start_tile(const exact::Law& L, int rows, int64_t k, ExactTile* t) {
+  t->rows = rows;
+  t->nan_rows = 0;
+  t->pairs.resize(static_cast<size_t>(k / 2 * kExactTileRows));
+  t->mw.assign(static_cast<size_t>(k / L.k0 * kExactTileRows), 0);
+  t->xw.assign(static_cast<size_t>(k / L.k0 * kExactTileRows), 0);
+}
+
+// Row r's block b scale into the tile.
+inline void put_scale(ExactTile* t, int r, int64_t b, const exact::WScale& s) {
+  if (!s.finite) t->nan_rows |= 1u << r;
+  t->mw[b * kExactTileRows + r] = s.m;
+  t->xw[b * kExactTileRows + r] = s.x;
+}
+
+// Every block scale of rows r0 .. r0 + rows - 1, from the scale plane.
+void tile_scales(const exact::Law& L, const uint8_t* s0, int64_t r0, int rows, int64_t k, ExactTile* t) {
+  const int64_t B = k / L.k0;
+  for (int r = 0; r < rows; ++r)
+    for (int64_t b = 0; b < B; ++b)
+      put_scale(t, r, b, exact::block_scale(L, s0, static_cast<uint64_t>((r0 + r) * B + b)));
+}
+
 }  // namespace
 
 void exact_tile_pack(const exact::Law& L, const int16_t* w, const exact::WScale* ws, int rows, int64_t k,
                      ExactTile* t) {
   const int64_t np = k / 2, B = k / L.k0;
-  t->rows = rows;
-  t->nan_rows = 0;
-  t->pairs.resize(static_cast<size_t>(np * kExactTileRows));
-  t->mw.assign(static_cast<size_t>(B * kExactTileRows), 0);
-  t->xw.assign(static_cast<size_t>(B * kExactTileRows), 0);
+  start_tile(L, rows, k, t);
   for (int64_t p0 = 0; p0 < np; p0 += 16) {
     const int n = np - p0 < 16 ? static_cast<int>(np - p0) : 16;
     const __mmask16 m = static_cast<__mmask16>((1u << n) - 1u);
@@ -137,42 +166,10 @@ void exact_tile_pack(const exact::Law& L, const int16_t* w, const exact::WScale*
     store_pairs(t->pairs.data() + p0 * kExactTileRows, v, n);
   }
   for (int r = 0; r < rows; ++r)
-    for (int64_t b = 0; b < B; ++b) {
-      const exact::WScale& s = ws[r * B + b];
-      if (!s.finite) t->nan_rows |= 1u << r;
-      t->mw[b * kExactTileRows + r] = s.m;
-      t->xw[b * kExactTileRows + r] = s.x;
-    }
+    for (int64_t b = 0; b < B; ++b) put_scale(t, r, b, ws[r * B + b]);
 }
 
 namespace {
-
-// 8-bit codes whose integer code is the byte read as int8.
-bool signed_byte_codes(const exact::Law& L) {
-  if (L.elem_bits != 8) return false;
-  for (int c = 0; c < 256; ++c)
-    if (L.code[c] != static_cast<int16_t>(static_cast<int8_t>(static_cast<uint8_t>(c)))) return false;
-  return true;
-}
-
-void start_tile(const exact::Law& L, int rows, int64_t k, ExactTile* t) {
-  t->rows = rows;
-  t->nan_rows = 0;
-  t->pairs.resize(static_cast<size_t>(k / 2 * kExactTileRows));
-  t->mw.assign(static_cast<size_t>(k / L.k0 * kExactTileRows), 0);
-  t->xw.assign(static_cast<size_t>(k / L.k0 * kExactTileRows), 0);
-}
-
-void tile_scales(const exact::Law& L, const uint8_t* s0, int64_t r0, int rows, int64_t k, ExactTile* t) {
-  const int64_t B = k / L.k0;
-  for (int r = 0; r < rows; ++r)
-    for (int64_t b = 0; b < B; ++b) {
-      const exact::WScale s = exact::block_scale(L, s0, static_cast<uint64_t>((r0 + r) * B + b));
-      if (!s.finite) t->nan_rows |= 1u << r;
-      t->mw[b * kExactTileRows + r] = s.m;
-      t->xw[b * kExactTileRows + r] = s.x;
-    }
-}
 
 // A quad's kept positions from its metadata nibble (bits 0-1 and 2-3 name
 // them; one position where they agree).
@@ -236,27 +233,13 @@ void bytes_tile(const exact::Law& L, const uint8_t* data, const uint8_t* meta, c
   }
 }
 
-}  // namespace
-
-bool exact_tile_from_planes(const exact::Law& L, const uint8_t* data, const uint8_t* s0, const uint8_t* meta,
-                            const uint64_t* cursor, int64_t r0, int rows, int64_t k, ExactTile* t) {
-  static const bool vbmi2 = __builtin_cpu_supports("avx512vbmi2");
-  const bool sparse_ok = L.sp_m == 0 || (L.sp_m == 4 && L.sp_n == 2 && L.sp_meta_bits == 2);
-  if (k % 2 != 0 || !sparse_ok) return false;
-  if (L.elem_bits == 8) {
-    if (!vbmi2 || !signed_byte_codes(L)) return false;
-    start_tile(L, rows, k, t);
-    bytes_tile(L, data, meta, cursor, r0, rows, k, t);
-    tile_scales(L, s0, r0, rows, k, t);
-    return true;
-  }
-  if (L.elem_bits != 4 || L.sp_m != 0) return false;
+// Dense 4-bit codes: byte p of a row holds the row's codes 2p and 2p + 1,
+// one column pair, each code through the law's table (vpermd).
+void nibbles_tile(const exact::Law& L, const uint8_t* data, int64_t r0, int rows, int64_t k, ExactTile* t) {
   const int64_t np = k / 2;
-  start_tile(L, rows, k, t);
   alignas(64) int32_t table[16];
   for (int c = 0; c < 16; ++c) table[c] = L.code[c];
   const __m512i T = _mm512_load_si512(table), low16 = _mm512_set1_epi32(0xFFFF), nib = _mm512_set1_epi32(15);
-  // Byte p of a row holds the row's codes 2p and 2p + 1: one column pair.
   for (int64_t p0 = 0; p0 < np; p0 += 16) {
     const int n = np - p0 < 16 ? static_cast<int>(np - p0) : 16;
     const __mmask16 m = static_cast<__mmask16>((1u << n) - 1u);
@@ -276,6 +259,22 @@ bool exact_tile_from_planes(const exact::Law& L, const uint8_t* data, const uint
     transpose16(v);
     store_pairs(t->pairs.data() + p0 * kExactTileRows, v, n);
   }
+}
+
+}  // namespace
+
+bool exact_tile_from_planes(const exact::Law& L, const uint8_t* data, const uint8_t* s0, const uint8_t* meta,
+                            const uint64_t* cursor, int64_t r0, int rows, int64_t k, ExactTile* t) {
+  static const bool vbmi2 = __builtin_cpu_supports("avx512vbmi2");
+  const bool sparse_ok = L.sp_m == 0 || (L.sp_m == 4 && L.sp_n == 2 && L.sp_meta_bits == 2);
+  const bool bytes = L.elem_bits == 8 && vbmi2 && signed_byte_codes(L);
+  const bool nibbles = L.elem_bits == 4 && L.sp_m == 0;
+  if (k % 2 != 0 || !sparse_ok || !(bytes || nibbles)) return false;
+  start_tile(L, rows, k, t);
+  if (bytes)
+    bytes_tile(L, data, meta, cursor, r0, rows, k, t);
+  else
+    nibbles_tile(L, data, r0, rows, k, t);
   tile_scales(L, s0, r0, rows, k, t);
   return true;
 }

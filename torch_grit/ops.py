@@ -298,3 +298,77 @@ def _packed_linear_exact_fake(codes, scales, data, scale0, scale1, aux, grade, s
     torch._check(codes.shape[-1] == shape[1], lambda: "grit::packed_linear_exact: codes have %s "
                  "in-features, the weight %s" % (codes.shape[-1], shape[1]))
     return codes.new_empty((*codes.shape[:-1], shape[0]), dtype=torch.float32)
+
+
+# ---------------------------------------------------------------------------
+# The CPU tile layout of a 4-bit weight (csrc/kernels/cpu/nibble_tiles.h)
+
+__all__ += ["tile_nibbles", "untile_nibbles", "packed_linear_tiled"]
+
+
+def tile_nibbles(planes: Planes, grade: GradeLike, shape: Sequence[int]) -> List[Tensor]:
+    """The planes of a 4-bit weight (MXFP4, NVF4 and their siblings) in the CPU tile layout.
+
+    Returns ``[tiled_data, tiled_scale0, scale1, aux]``: data and scale0
+    permuted so that each 16-row tile's 32-bit words sit one vector apart
+    (rows padded with zero bytes), scale1 and aux as they are. The bytes
+    are the planes' own: :func:`untile_nibbles` gives them back bit for bit,
+    and only the planes are ever exported. :func:`packed_linear_tiled` over
+    the tiles has :func:`packed_linear`'s bits; at batch 1 with bfloat16
+    activations it reads the tiles in place, without the transposes the
+    row-major planes need. Other grades are refused with the reason.
+    """
+    p = _planes4(planes)
+    td, ts = torch.ops.grit.tile_nibbles.default(*p, _grade_str(grade), _shape(shape))
+    return [td, ts, p[2], p[3]]
+
+
+def untile_nibbles(tiled: Planes, grade: GradeLike, shape: Sequence[int]) -> List[Tensor]:
+    """The GRIT planes ``[data, scale0, scale1, aux]`` of tiles made by :func:`tile_nibbles`."""
+    p = _planes4(tiled)
+    d, s = torch.ops.grit.untile_nibbles.default(p[0], p[1], _grade_str(grade), _shape(shape))
+    return [d, s, p[2], p[3]]
+
+
+def packed_linear_tiled(x: Tensor, tiled: Planes, grade: GradeLike, shape: Sequence[int],
+                        bias: Optional[Tensor] = None) -> Tensor:
+    """:func:`packed_linear` over :func:`tile_nibbles`'s output, with its bits (CPU).
+
+    Differentiable in ``x`` and ``bias`` as packed_linear is.
+    """
+    return torch.ops.grit.packed_linear_tiled.default(x, *_planes4(tiled), _grade_str(grade),
+                                                      _shape(shape), bias)
+
+
+def _tiled_bytes(rows, row_bytes):
+    """tiled_plane_bytes of nibble_tiles.h: 16-row tiles, rows padded to 16 bytes."""
+    return ((rows + 15) // 16) * 4 * ((row_bytes + 15) // 16) * 64
+
+
+@torch.library.register_fake("grit::tile_nibbles")
+def _tile_nibbles_fake(data, scale0, scale1, aux, grade, shape):
+    _check_one_device("grit::tile_nibbles", "plane 'data'", data, (data, scale0, scale1, aux))
+    torch._check(len(shape) == 2, lambda: "grit::tile_nibbles: shape must be [out, in], found %s" % (shape,))
+    k0 = _parsed(grade)._native.k0
+    return (data.new_empty(_tiled_bytes(shape[0], shape[1] // 2)),
+            data.new_empty(_tiled_bytes(shape[0], shape[1] // k0)))
+
+
+@torch.library.register_fake("grit::untile_nibbles")
+def _untile_nibbles_fake(tiled_data, tiled_scale0, grade, shape):
+    _check_one_device("grit::untile_nibbles", "plane 'data'", tiled_data, (tiled_data, tiled_scale0))
+    torch._check(len(shape) == 2, lambda: "grit::untile_nibbles: shape must be [out, in], found %s" % (shape,))
+    k0 = _parsed(grade)._native.k0
+    return (tiled_data.new_empty(shape[0] * (shape[1] // 2)),
+            tiled_data.new_empty(shape[0] * (shape[1] // k0)))
+
+
+@torch.library.register_fake("grit::packed_linear_tiled")
+def _packed_linear_tiled_fake(x, tiled_data, tiled_scale0, scale1, aux, grade, shape, bias):
+    _check_one_device("grit::packed_linear_tiled", "argument 'x'", x,
+                      (tiled_data, tiled_scale0, scale1, aux), bias)
+    torch._check(len(shape) == 2,
+                 lambda: "grit::packed_linear_tiled: shape must be [out, in], found %s" % (shape,))
+    torch._check(x.shape[-1] == shape[1], lambda: "grit::packed_linear_tiled: x has %s in-features, "
+                 "the weight %s" % (x.shape[-1], shape[1]))
+    return x.new_empty((*x.shape[:-1], shape[0]))

@@ -5,6 +5,8 @@
 //                             then the bias's dtype)
 //   packed_linear_grad_input: linear in grad_y, so its gradient is
 //                             packed_linear(grad_grad_x, W) (double backward)
+//   packed_linear_tiled:      as packed_linear, W untiled (untile_nibbles) for
+//                             packed_linear_grad_input
 //   pack_activations, packed_linear_exact: no gradient (the exact mode is for
 //                             inference); backward refuses with a message.
 // A call where nothing needs a gradient (inference, torch.no_grad, frozen x)
@@ -19,6 +21,7 @@
 
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace grit_ops {
@@ -50,6 +53,17 @@ const c10::TypedOperatorHandle<GradInputSig>& grad_input_op() {
   return op;
 }
 
+using UntileSig = std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, c10::string_view,
+                                                     c10::IntArrayRef);
+const c10::TypedOperatorHandle<LinearSig>& tiled_linear_op() {
+  static const auto op = handle<LinearSig>("grit::packed_linear_tiled");
+  return op;
+}
+const c10::TypedOperatorHandle<UntileSig>& untile_op() {
+  static const auto op = handle<UntileSig>("grit::untile_nibbles");
+  return op;
+}
+
 bool wants_grad(const at::Tensor& t) { return t.defined() && t.requires_grad(); }
 bool recording() { return at::GradMode::is_enabled(); }
 
@@ -61,7 +75,11 @@ void save_weight(AutogradContext* ctx, const at::Tensor& data, const at::Tensor&
   ctx->saved_data["shape"] = shape.vec();
 }
 
-struct PackedLinearFn : public torch::autograd::Function<PackedLinearFn> {
+// packed_linear, and (kTiled) packed_linear_tiled, whose W is read back
+// from the tiles (untile_nibbles) for packed_linear_grad_input.
+template <bool kTiled>
+struct LinearFn : public torch::autograd::Function<LinearFn<kTiled>> {
+  static const c10::TypedOperatorHandle<LinearSig>& op() { return kTiled ? tiled_linear_op() : linear_op(); }
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& data,
                             const at::Tensor& scale0, const at::Tensor& scale1, const at::Tensor& aux,
                             c10::string_view grade, c10::IntArrayRef shape, const std::optional<at::Tensor>& bias) {
@@ -70,7 +88,7 @@ struct PackedLinearFn : public torch::autograd::Function<PackedLinearFn> {
     ctx->saved_data["has_bias"] = has_bias;
     if (has_bias) ctx->saved_data["bias_dtype"] = bias->scalar_type();
     at::AutoDispatchBelowADInplaceOrView below;
-    return linear_op().call(x, data, scale0, scale1, aux, grade, shape, bias);
+    return op().call(x, data, scale0, scale1, aux, grade, shape, bias);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
@@ -79,8 +97,11 @@ struct PackedLinearFn : public torch::autograd::Function<PackedLinearFn> {
     const at::Tensor& gy = grads[0];
     at::Tensor gx, gbias;
     // Edges: x, the four planes, then bias where one was given.
-    if (ctx->needs_input_grad(0) && gy.defined())
-      gx = grad_input_op().call(gy, saved[0], saved[1], saved[2], saved[3], grade, shape);
+    if (ctx->needs_input_grad(0) && gy.defined()) {
+      at::Tensor data = saved[0], scale0 = saved[1];
+      if (kTiled) std::tie(data, scale0) = untile_op().call(saved[0], saved[1], grade, shape);
+      gx = grad_input_op().call(gy, data, scale0, saved[2], saved[3], grade, shape);
+    }
     if (ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(5) && gy.defined())
       gbias = gy.reshape({-1, shape[0]}).sum(0, false, at::kFloat).to(ctx->saved_data["bias_dtype"].toScalarType());
     return {gx, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), gbias};
@@ -135,14 +156,15 @@ struct ExactFn : public torch::autograd::Function<ExactFn> {
   static variable_list backward(AutogradContext*, variable_list) { no_gradient("grit::packed_linear_exact"); }
 };
 
-at::Tensor packed_linear_autograd(const at::Tensor& x, const at::Tensor& data, const at::Tensor& scale0,
-                                  const at::Tensor& scale1, const at::Tensor& aux, c10::string_view grade,
-                                  c10::IntArrayRef shape, const std::optional<at::Tensor>& bias) {
+template <bool kTiled>
+at::Tensor linear_autograd(const at::Tensor& x, const at::Tensor& data, const at::Tensor& scale0,
+                           const at::Tensor& scale1, const at::Tensor& aux, c10::string_view grade,
+                           c10::IntArrayRef shape, const std::optional<at::Tensor>& bias) {
   if (!recording() || !(wants_grad(x) || (bias.has_value() && wants_grad(*bias)))) {
     at::AutoDispatchBelowADInplaceOrView below;
-    return linear_op().call(x, data, scale0, scale1, aux, grade, shape, bias);
+    return LinearFn<kTiled>::op().call(x, data, scale0, scale1, aux, grade, shape, bias);
   }
-  return PackedLinearFn::apply(x, data, scale0, scale1, aux, grade, shape, bias);
+  return LinearFn<kTiled>::apply(x, data, scale0, scale1, aux, grade, shape, bias);
 }
 
 at::Tensor grad_input_autograd(const at::Tensor& grad_y, const at::Tensor& data, const at::Tensor& scale0,
@@ -169,8 +191,9 @@ at::Tensor exact_autograd(const at::Tensor& codes, const at::Tensor& scales, con
 }  // namespace
 
 TORCH_LIBRARY_IMPL(grit, Autograd, m) {
-  m.impl("packed_linear", &packed_linear_autograd);
+  m.impl("packed_linear", &linear_autograd<false>);
   m.impl("packed_linear_grad_input", &grad_input_autograd);
+  m.impl("packed_linear_tiled", &linear_autograd<true>);
   m.impl("pack_activations", &pack_activations_autograd);
   m.impl("packed_linear_exact", &exact_autograd);
 }

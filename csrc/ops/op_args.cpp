@@ -78,6 +78,18 @@ void check_lengths(const char* op, const grit::Grade& grade, c10::IntArrayRef sh
               shape_str(shape), ": ", grit::describe(r, d), fix);
 }
 
+void check_plane_tensor(const char* op, const char* name, const at::Tensor& p, c10::Device device) {
+  TORCH_CHECK_TYPE(p.scalar_type() == at::kByte, op, ": plane '", name,
+              "' must be a uint8 tensor of bytes, found ", p.scalar_type());
+  TORCH_CHECK_VALUE(p.dim() == 1, op, ": plane '", name,
+              "' must be 1-D, found ", p.dim(), " dimensions ", shape_str(p.sizes()),
+              " (flatten it with .reshape(-1))");
+  TORCH_CHECK_VALUE(p.is_contiguous(), op, ": plane '", name,
+              "' must be contiguous, found stride ", p.stride(0), " (call .contiguous())");
+  TORCH_CHECK_VALUE(p.device() == device, op, ": plane '", name, "' must be on ", device,
+              " like the other arguments, found ", p.device());
+}
+
 PlaneArgs plane_args(const char* op, const at::Tensor& data, const at::Tensor& scale0,
                      const at::Tensor& scale1, const at::Tensor& aux, const grit::Grade& grade,
                      c10::IntArrayRef shape, c10::Device device) {
@@ -86,15 +98,7 @@ PlaneArgs plane_args(const char* op, const at::Tensor& data, const at::Tensor& s
   uint64_t lengths[4];
   for (int i = 0; i < 4; ++i) {
     const at::Tensor& p = *t[i];
-    TORCH_CHECK_TYPE(p.scalar_type() == at::kByte, op, ": plane '", kPlaneNames[i],
-                "' must be a uint8 tensor of bytes, found ", p.scalar_type());
-    TORCH_CHECK_VALUE(p.dim() == 1, op, ": plane '", kPlaneNames[i],
-                "' must be 1-D, found ", p.dim(), " dimensions ", shape_str(p.sizes()),
-                " (flatten it with .reshape(-1))");
-    TORCH_CHECK_VALUE(p.is_contiguous(), op, ": plane '", kPlaneNames[i],
-                "' must be contiguous, found stride ", p.stride(0), " (call .contiguous())");
-    TORCH_CHECK_VALUE(p.device() == device, op, ": plane '", kPlaneNames[i], "' must be on ", device,
-                " like the other arguments, found ", p.device());
+    check_plane_tensor(op, kPlaneNames[i], p, device);
     lengths[i] = static_cast<uint64_t>(p.numel());
     out.plane[i].data = p.numel() ? p.const_data_ptr<uint8_t>() : nullptr;
     out.plane[i].size = lengths[i];

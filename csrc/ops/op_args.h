@@ -42,6 +42,8 @@ PlaneArgs plane_args(const char* op, const at::Tensor& data, const at::Tensor& s
                      const at::Tensor& scale1, const at::Tensor& aux, const grit::Grade& grade,
                      c10::IntArrayRef shape, c10::Device device);
 
+// One plane tensor (`name` for messages): uint8, 1-D, contiguous, on `device`.
+void check_plane_tensor(const char* op, const char* name, const at::Tensor& p, c10::Device device);
 // The level-1 check alone (what grit::check runs): raises with
 // grit::describe's sentence on failure.
 void check_lengths(const char* op, const grit::Grade& grade, c10::IntArrayRef shape,

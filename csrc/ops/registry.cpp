@@ -24,6 +24,18 @@ TORCH_LIBRARY(grit, m) {
   m.def(
       "check(Tensor data, Tensor scale0, Tensor scale1, Tensor aux, str grade, int[] shape) "
       "-> bool");
+  // The CPU tile layout of a 4-bit weight (kernels/cpu/nibble_tiles.h):
+  // data and scale0 permuted for the SIMD kernels, scale1 and aux as they
+  // are; packed_linear_tiled has packed_linear's bits.
+  m.def(
+      "tile_nibbles(Tensor data, Tensor scale0, Tensor scale1, Tensor aux, str grade, int[] shape) "
+      "-> (Tensor tiled_data, Tensor tiled_scale0)");
+  m.def(
+      "untile_nibbles(Tensor tiled_data, Tensor tiled_scale0, str grade, int[] shape) "
+      "-> (Tensor data, Tensor scale0)");
+  m.def(
+      "packed_linear_tiled(Tensor x, Tensor tiled_data, Tensor tiled_scale0, Tensor scale1, Tensor aux, "
+      "str grade, int[] shape, Tensor? bias) -> Tensor");
   // The exact integer mode (csrc/grit/exact_linear.h): int8 activation codes
   // with one float32 scale per block, a binary32 result.
   m.def("pack_activations(Tensor x, int block) -> (Tensor codes, Tensor scales)");

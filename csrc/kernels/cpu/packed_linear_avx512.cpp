@@ -16,6 +16,7 @@
 
 #include "kernels/cpu/packed_linear_cpu.h"
 #include "kernels/cpu/packed_linear_int4g.h"
+#include "kernels/cpu/nibble_tiles.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 
@@ -299,7 +300,7 @@ namespace {
 
 const KernelTable kTable{Isa::kAvx512, &simd_linear_entry, &simd_decode_entry, &simd_int4g_entry};
 const KernelTable kBf16Table{Isa::kAvx512Bf16, &simd_linear_pairs_entry, &simd_decode_entry,
-                              &simd_int4g_entry};
+                              &simd_int4g_entry, &simd_tiled_gemv_entry};
 
 }  // namespace
 

@@ -1,0 +1,114 @@
+// The CPU tile layout (nibble_tiles.h): tiling, untiling, and packed_linear
+// over tiled planes.
+#include "kernels/cpu/nibble_tiles.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+namespace grit {
+namespace cpu {
+
+void tile_plane(const uint8_t* rows, int64_t n, int64_t row_bytes, uint8_t* tiled) {
+  const int64_t q_row = tiled_row_dwords(row_bytes), tiles = linear_tile_count(n);
+  std::memset(tiled, 0, static_cast<size_t>(tiled_plane_bytes(n, row_bytes)));
+  for (int64_t t = 0; t < tiles; ++t) {
+    uint8_t* tile = tiled + t * q_row * 64;
+    for (int64_t r = 0; r < kLinearTileRows && t * kLinearTileRows + r < n; ++r) {
+      const uint8_t* src = rows + (t * kLinearTileRows + r) * row_bytes;
+      for (int64_t q = 0; q * 4 < row_bytes; ++q)
+        std::memcpy(tile + q * 64 + r * 4, src + q * 4, static_cast<size_t>(std::min<int64_t>(4, row_bytes - q * 4)));
+    }
+  }
+}
+
+void untile_plane(const uint8_t* tiled, int64_t row_bytes, int64_t r0, int64_t r1, uint8_t* out) {
+  const int64_t q_row = tiled_row_dwords(row_bytes);
+  for (int64_t row = r0; row < r1; ++row) {
+    const uint8_t* tile = tiled + (row / kLinearTileRows) * q_row * 64 + (row % kLinearTileRows) * 4;
+    uint8_t* dst = out + (row - r0) * row_bytes;
+    for (int64_t q = 0; q * 4 < row_bytes; ++q)
+      std::memcpy(dst + q * 4, tile + q * 64, static_cast<size_t>(std::min<int64_t>(4, row_bytes - q * 4)));
+  }
+}
+
+namespace {
+
+// Tiles [t0, t1) through scratch planes: untiled rows, the variant's
+// linear_tiles on them (the reference where it falls back), y scattered
+// into its columns when m > 1.
+Status untiled_tiles(const KernelTable& kt, const TiledNibbles& w, const LinearPlan& plan, const float* x,
+                     int64_t m, const float* bias, int64_t t0, int64_t t1, float* y) {
+  const int64_t k0 = w.grade->k0;
+  const int64_t r0 = t0 * kLinearTileRows, r1 = std::min(w.n, t1 * kLinearTileRows), rows = r1 - r0;
+  std::vector<uint8_t> data(static_cast<size_t>(rows * (w.k / 2))), scale0(static_cast<size_t>(rows * (w.k / k0)));
+  untile_plane(w.data, w.k / 2, r0, r1, data.data());
+  untile_plane(w.scale0, w.k / k0, r0, r1, scale0.data());
+  PackedWeight sub;
+  sub.grade = w.grade;
+  sub.n = rows;
+  sub.k = w.k;
+  sub.planes[0] = Plane{data.data(), data.size()};
+  sub.planes[1] = Plane{scale0.data(), scale0.size()};
+  sub.planes[2] = w.scale1;
+  sub.planes[3] = w.aux;
+  LinearPlan sp = plan;  // the grade's tables (and the level-1 scale) are the whole weight's
+  sp.w = sub;
+  std::vector<float> ys;
+  float* out = y + r0;
+  if (m > 1) {
+    ys.resize(static_cast<size_t>(m * rows));
+    out = ys.data();
+  }
+  const float* b = bias ? bias + r0 : nullptr;
+  const int64_t tiles = linear_tile_count(rows);
+  bool fallback = false;
+  Status s = plan.kind == FastKind::kNone ? linear_tiles(sub, x, m, b, 0, tiles, out)
+                                          : kt.linear_tiles(sp, x, m, b, 0, tiles, out, &fallback);
+  if (s.ok() && fallback) s = linear_tiles(sub, x, m, b, 0, tiles, out);
+  if (!s.ok()) return s;
+  if (m > 1)
+    for (int64_t i = 0; i < m; ++i)
+      std::memcpy(y + i * w.n + r0, ys.data() + i * rows, static_cast<size_t>(rows) * sizeof(float));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status tiled_linear_tiles(const KernelTable& kt, const TiledNibbles& w, const float* x, int64_t m,
+                          const float* bias, int64_t tile_begin, int64_t tile_end, float* y) {
+  if (tile_begin >= tile_end) return Status::Ok();
+  // The plan's tables depend on the grade and the level-1 plane only; its
+  // weight is the tiled one (planes 0 and 1 are not row-major there, and
+  // only tiled_gemv reads them, through tdata/tscale0).
+  PackedWeight whole;
+  whole.grade = w.grade;
+  whole.n = w.n;
+  whole.k = w.k;
+  whole.planes[2] = w.scale1;
+  whole.planes[3] = w.aux;
+  LinearPlan plan;
+  make_plan(whole, &plan);
+  std::vector<uint8_t> slow(static_cast<size_t>(tile_end - tile_begin), 1);
+  if (m == 1 && kt.tiled_gemv != nullptr) {
+    const Status s = kt.tiled_gemv(plan, w.data, w.scale0, x, bias, tile_begin, tile_end, y, slow.data());
+    if (!s.ok()) return s;
+  }
+  // Runs of slow tiles, a few at a time (a scratch buffer of 64 rows).
+  constexpr int64_t kRun = 4;
+  for (int64_t t = tile_begin; t < tile_end;) {
+    if (!slow[static_cast<size_t>(t - tile_begin)]) {
+      ++t;
+      continue;
+    }
+    int64_t e = t + 1;
+    while (e < tile_end && e - t < kRun && slow[static_cast<size_t>(e - tile_begin)]) ++e;
+    const Status s = untiled_tiles(kt, w, plan, x, m, bias, t, e, y);
+    if (!s.ok()) return s;
+    t = e;
+  }
+  return Status::Ok();
+}
+
+}  // namespace cpu
+}  // namespace grit

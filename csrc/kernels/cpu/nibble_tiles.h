@@ -1,0 +1,58 @@
+// The CPU tile layout of a 4-bit weight (FastKind::kNibble grades: MXFP4,
+// NVF4 and their siblings), and packed_linear over it.
+//
+// The SIMD kernels hold one row of W per 32-bit lane, so reading GRIT's
+// row-major planes costs a 16x16 dword transpose per 128 columns of a tile:
+// in the batch-1 pair loop that is as much work as the arithmetic. This
+// layout stores the code plane (data) and the scale-code plane (scale0)
+// already transposed, so a tile's dword is one vector load. It is a kernel
+// layout, not a GRIT placement: the bytes are GRIT's, permuted and padded;
+// untiling gives the planes back bit for bit, and only planes are exported.
+//
+// Plane with B bytes per row (data: k/2, scale0: k/k0) over n rows: rows
+// are padded with zero bytes to Q*4 bytes, Q = 4*ceil(B/16) dwords, and
+// padded to a whole number of 16-row tiles with zero rows. Dword q of row
+// 16t + r sits at byte (t*Q + q)*64 + 4r. Size: ceil(n/16) * Q * 64.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cpu/packed_linear_cpu.h"
+
+namespace grit {
+namespace cpu {
+
+// Dwords per padded row of a plane with `row_bytes` bytes per row.
+inline int64_t tiled_row_dwords(int64_t row_bytes) { return 4 * ((row_bytes + 15) / 16); }
+// Bytes of the tiled form of an n-row plane with `row_bytes` bytes per row.
+inline int64_t tiled_plane_bytes(int64_t n, int64_t row_bytes) {
+  return linear_tile_count(n) * tiled_row_dwords(row_bytes) * 64;
+}
+
+// row-major (n * row_bytes bytes) -> tiled (tiled_plane_bytes), padding zero.
+void tile_plane(const uint8_t* rows, int64_t n, int64_t row_bytes, uint8_t* tiled);
+// Rows [r0, r1) of a tiled plane, row-major into out ((r1 - r0) * row_bytes).
+void untile_plane(const uint8_t* tiled, int64_t row_bytes, int64_t r0, int64_t r1, uint8_t* out);
+
+// A kNibble weight in the tile layout: data and scale0 tiled, scale1 (the
+// per-tensor level-1 scale, if the grade has one) and aux as GRIT's planes.
+struct TiledNibbles {
+  const Grade* grade = nullptr;
+  int64_t n = 0, k = 0;
+  const uint8_t* data = nullptr;    // tiled_plane_bytes(n, k / 2)
+  const uint8_t* scale0 = nullptr;  // tiled_plane_bytes(n, k / k0)
+  Plane scale1, aux;
+};
+
+// y[i, rows of tiles [tile_begin, tile_end)] for the m rows of x [m, k]
+// (float32, row-major; y [m, n]; bias may be null): the bits of
+// packed_linear on the untiled planes, with kernel table kt. Batch 1 on a
+// table with a tiled_gemv entry reads the tiles in place; any tile that
+// entry does not take, and every other call, untiles 16 rows at a time into
+// a scratch buffer and runs kt.linear_tiles there (the reference kernel if
+// that falls back).
+Status tiled_linear_tiles(const KernelTable& kt, const TiledNibbles& w, const float* x, int64_t m,
+                          const float* bias, int64_t tile_begin, int64_t tile_end, float* y);
+
+}  // namespace cpu
+}  // namespace grit

@@ -1,0 +1,141 @@
+// CPU kernels of the tile-layout ops (kernels/cpu/nibble_tiles.h):
+// grit::tile_nibbles and grit::untile_nibbles move a 4-bit weight's data
+// and scale0 planes into and out of the layout, bit for bit;
+// grit::packed_linear_tiled is grit::packed_linear over the tiled planes,
+// with its bits (the same law, the same kernels; batch 1 reads the tiles in
+// place). Threads split the output into 16-row tiles as packed_linear does.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include <tuple>
+
+#include "kernels/cpu/nibble_tiles.h"
+#include "ops/op_args.h"
+
+namespace grit_ops {
+namespace {
+
+// The grade, checked to be one the layout holds, and its shape.
+std::shared_ptr<const grit::Grade> tiled_grade(const char* op, c10::string_view text, c10::IntArrayRef shape) {
+  auto grade = grade_arg(op, text);
+  TORCH_CHECK_VALUE(grit::cpu::fast_kind_of(*grade) == grit::cpu::FastKind::kNibble, op,
+                    ": the tile layout holds grades of dense 4-bit codes with one 8-bit scale code per 16 or "
+                    "32 values (MXFP4, NVF4 and their siblings); grade ", grade->canonical,
+                    " is not one (keep its planes and call packed_linear)");
+  check_weight_shape(op, *grade, shape);
+  return grade;
+}
+
+// Bytes per row of the data and scale0 planes.
+int64_t data_row_bytes(int64_t k) { return k / 2; }
+int64_t scale_row_bytes(const grit::Grade& g, int64_t k) { return k / static_cast<int64_t>(g.k0); }
+
+void check_tiled(const char* op, const char* name, const at::Tensor& t, int64_t want, c10::IntArrayRef shape,
+                 c10::Device device) {
+  check_plane_tensor(op, name, t, device);
+  TORCH_CHECK_VALUE(t.numel() == want, op, ": plane '", name, "' must hold ", want,
+                    " bytes for a tiled weight of shape ", shape_str(shape), ", found ", t.numel(),
+                    " (make it with tile_nibbles from the GRIT planes)");
+}
+
+// scale1 and aux as GRIT planes, with the level-1 length check of the whole
+// weight (data and scale0 at their untiled lengths).
+void check_side_planes(const char* op, const at::Tensor& scale1, const at::Tensor& aux, const grit::Grade& g,
+                       c10::IntArrayRef shape, c10::Device device) {
+  check_plane_tensor(op, "scale1", scale1, device);
+  check_plane_tensor(op, "aux", aux, device);
+  const uint64_t lengths[4] = {static_cast<uint64_t>(shape[0] * data_row_bytes(shape[1])),
+                               static_cast<uint64_t>(shape[0] * scale_row_bytes(g, shape[1])),
+                               static_cast<uint64_t>(scale1.numel()), static_cast<uint64_t>(aux.numel())};
+  check_lengths(op, g, shape, lengths);
+}
+
+std::tuple<at::Tensor, at::Tensor> tile_nibbles_cpu(const at::Tensor& data, const at::Tensor& scale0,
+                                                    const at::Tensor& scale1, const at::Tensor& aux,
+                                                    c10::string_view grade_text, c10::IntArrayRef shape) {
+  const char* op = "grit::tile_nibbles";
+  const auto grade = tiled_grade(op, grade_text, shape);
+  const PlaneArgs p = plane_args(op, data, scale0, scale1, aux, *grade, shape, data.device());
+  const int64_t n = shape[0], k = shape[1];
+  const int64_t db = data_row_bytes(k), sb = scale_row_bytes(*grade, k);
+  at::Tensor td = at::empty({grit::cpu::tiled_plane_bytes(n, db)}, data.options());
+  at::Tensor ts = at::empty({grit::cpu::tiled_plane_bytes(n, sb)}, data.options());
+  if (n > 0 && k > 0) {
+    grit::cpu::tile_plane(p.plane[0].data, n, db, td.mutable_data_ptr<uint8_t>());
+    grit::cpu::tile_plane(p.plane[1].data, n, sb, ts.mutable_data_ptr<uint8_t>());
+  } else {
+    td.zero_();
+    ts.zero_();
+  }
+  return {td, ts};
+}
+
+std::tuple<at::Tensor, at::Tensor> untile_nibbles_cpu(const at::Tensor& tdata, const at::Tensor& tscale0,
+                                                      c10::string_view grade_text, c10::IntArrayRef shape) {
+  const char* op = "grit::untile_nibbles";
+  const auto grade = tiled_grade(op, grade_text, shape);
+  const int64_t n = shape[0], k = shape[1];
+  const int64_t db = data_row_bytes(k), sb = scale_row_bytes(*grade, k);
+  check_tiled(op, "data", tdata, grit::cpu::tiled_plane_bytes(n, db), shape, tdata.device());
+  check_tiled(op, "scale0", tscale0, grit::cpu::tiled_plane_bytes(n, sb), shape, tdata.device());
+  at::Tensor d = at::empty({n * db}, tdata.options());
+  at::Tensor s = at::empty({n * sb}, tdata.options());
+  if (n > 0 && k > 0) {
+    grit::cpu::untile_plane(tdata.const_data_ptr<uint8_t>(), db, 0, n, d.mutable_data_ptr<uint8_t>());
+    grit::cpu::untile_plane(tscale0.const_data_ptr<uint8_t>(), sb, 0, n, s.mutable_data_ptr<uint8_t>());
+  }
+  return {d, s};
+}
+
+at::Tensor packed_linear_tiled_cpu(const at::Tensor& x, const at::Tensor& tdata, const at::Tensor& tscale0,
+                                   const at::Tensor& scale1, const at::Tensor& aux, c10::string_view grade_text,
+                                   c10::IntArrayRef shape, const std::optional<at::Tensor>& bias) {
+  const char* op = "grit::packed_linear_tiled";
+  const auto grade = tiled_grade(op, grade_text, shape);
+  const int64_t n = shape[0], k = shape[1];
+  check_activation(op, "x", x, k, "in-features (shape[1])", shape);
+  check_tiled(op, "data", tdata, grit::cpu::tiled_plane_bytes(n, data_row_bytes(k)), shape, x.device());
+  check_tiled(op, "scale0", tscale0, grit::cpu::tiled_plane_bytes(n, scale_row_bytes(*grade, k)), shape, x.device());
+  check_side_planes(op, scale1, aux, *grade, shape, x.device());
+  const bool has_bias = check_bias(op, bias, n, x.device());
+
+  const int64_t m = batch_rows(x);
+  const at::Tensor x32 = x.reshape({m, k}).to(at::kFloat).contiguous();
+  at::Tensor y = at::empty({m, n}, x.options().dtype(at::kFloat));
+  if (m > 0 && n > 0) {
+    const at::Tensor b32 = has_bias ? bias->to(at::kFloat).contiguous() : at::Tensor();
+    grit::cpu::TiledNibbles w;
+    w.grade = grade.get();
+    w.n = n;
+    w.k = k;
+    w.data = tdata.const_data_ptr<uint8_t>();
+    w.scale0 = tscale0.const_data_ptr<uint8_t>();
+    w.scale1 = grit::Plane{scale1.numel() ? scale1.const_data_ptr<uint8_t>() : nullptr,
+                           static_cast<uint64_t>(scale1.numel())};
+    w.aux = grit::Plane{aux.numel() ? aux.const_data_ptr<uint8_t>() : nullptr, static_cast<uint64_t>(aux.numel())};
+    const float* xp = x32.const_data_ptr<float>();
+    const float* bp = has_bias ? b32.const_data_ptr<float>() : nullptr;
+    float* yp = y.mutable_data_ptr<float>();
+    const grit::cpu::KernelTable& kt = active_cpu_kernels(op);
+    const int64_t tile_work = std::max<int64_t>(1, m * k * grit::cpu::kLinearTileRows);
+    const int64_t grain = std::max<int64_t>(1, kLinearTaskWork / tile_work);
+    at::parallel_for(0, grit::cpu::linear_tile_count(n), grain, [&](int64_t b, int64_t e) {
+      const grit::Status s = grit::cpu::tiled_linear_tiles(kt, w, xp, m, bp, b, e, yp);
+      TORCH_CHECK(s.ok(), op, ": ", s.message);
+    });
+  } else if (m > 0 && has_bias) {
+    y.copy_(bias->to(at::kFloat).expand({m, n}));
+  }
+  return y.to(x.scalar_type()).view(with_last(x.sizes(), n));
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(grit, CPU, m) {
+  m.impl("tile_nibbles", &tile_nibbles_cpu);
+  m.impl("untile_nibbles", &untile_nibbles_cpu);
+  m.impl("packed_linear_tiled", &packed_linear_tiled_cpu);
+}
+
+}  // namespace grit_ops

@@ -1,0 +1,193 @@
+// The CPU tile layout (kernels/cpu/nibble_tiles.h): untiling gives the
+// planes back, and packed_linear over tiled planes returns the reference
+// kernel's bits on every variant this CPU runs, batch 1 and larger,
+// encoded planes and random ones (NaN, infinite and non-factoring scale
+// codes included), with the in-place batch-1 path taking exactly the tiles
+// it may.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "grit/encode.h"
+#include "grit/grit.h"
+#include "kernels/cpu/nibble_tiles.h"
+
+namespace {
+
+using grit::cpu::Isa;
+
+struct Shape {
+  const char* grade;
+  int64_t n, k;
+};
+const Shape kShapes[] = {{"MXFP4", 17, 96}, {"MXFP4", 33, 512}, {"MXFP4", 16, 32},
+                         {"MXFP4", 48, 160}, {"NVF4", 17, 48},   {"NVF4", 40, 160}};
+
+struct Planes {
+  std::vector<uint8_t> p[4];
+};
+
+Planes encoded(const grit::Grade& g, int64_t n, int64_t k, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal;
+  std::vector<float> v(static_cast<size_t>(n * k));
+  for (auto& e : v) e = normal(rng);
+  grit::EncodedPlanes enc;
+  EXPECT_TRUE(grit::encode(g, v.data(), v.size(), &enc).ok());
+  Planes out;
+  for (int i = 0; i < 4; ++i) out.p[i] = enc.plane[i];
+  return out;
+}
+
+Planes random_planes(const grit::Grade& g, int64_t n, int64_t k, uint32_t seed) {
+  uint64_t bytes[4];
+  EXPECT_TRUE(grit::grade_plane_bytes(g, static_cast<uint64_t>(n * k), bytes).ok());
+  std::mt19937 rng(seed);
+  Planes out;
+  for (int i = 0; i < 4; ++i) {
+    out.p[i].resize(bytes[i]);
+    for (auto& b : out.p[i]) b = static_cast<uint8_t>(rng());
+  }
+  return out;
+}
+
+struct Tiled {
+  std::vector<uint8_t> data, scale0;
+};
+Tiled tile(const grit::Grade& g, const Planes& pl, int64_t n, int64_t k) {
+  Tiled t;
+  t.data.resize(static_cast<size_t>(grit::cpu::tiled_plane_bytes(n, k / 2)));
+  t.scale0.resize(static_cast<size_t>(grit::cpu::tiled_plane_bytes(n, k / g.k0)));
+  grit::cpu::tile_plane(pl.p[0].data(), n, k / 2, t.data.data());
+  grit::cpu::tile_plane(pl.p[1].data(), n, k / g.k0, t.scale0.data());
+  return t;
+}
+
+grit::cpu::TiledNibbles tiled_weight(const grit::Grade& g, const Planes& pl, const Tiled& t, int64_t n, int64_t k) {
+  grit::cpu::TiledNibbles w;
+  w.grade = &g;
+  w.n = n;
+  w.k = k;
+  w.data = t.data.data();
+  w.scale0 = t.scale0.data();
+  w.scale1 = grit::Plane{pl.p[2].data(), pl.p[2].size()};
+  w.aux = grit::Plane{pl.p[3].data(), pl.p[3].size()};
+  return w;
+}
+
+grit::cpu::PackedWeight packed(const grit::Grade& g, const Planes& pl, int64_t n, int64_t k) {
+  grit::cpu::PackedWeight w;
+  w.grade = &g;
+  w.n = n;
+  w.k = k;
+  for (int i = 0; i < 4; ++i) w.planes[i] = grit::Plane{pl.p[i].data(), pl.p[i].size()};
+  return w;
+}
+
+// Normal values rounded to bfloat16 (the pair path's x), or left as they are.
+std::vector<float> activations(int64_t count, bool bf16, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal;
+  std::vector<float> x(static_cast<size_t>(count));
+  for (auto& e : x) {
+    e = normal(rng);
+    if (bf16) {
+      uint32_t u;
+      std::memcpy(&u, &e, 4);
+      u &= 0xFFFF0000u;
+      std::memcpy(&e, &u, 4);
+    }
+  }
+  return x;
+}
+
+TEST(NibbleTiles, UntileGivesThePlanesBack) {
+  for (const Shape& s : kShapes) {
+    const grit::Grade& g = *grit::reference_grade(s.grade)->grade;
+    const Planes pl = random_planes(g, s.n, s.k, 5);
+    const Tiled t = tile(g, pl, s.n, s.k);
+    EXPECT_EQ(t.data.size() % 64, 0u);
+    std::vector<uint8_t> back(pl.p[0].size()), back_s(pl.p[1].size());
+    grit::cpu::untile_plane(t.data.data(), s.k / 2, 0, s.n, back.data());
+    grit::cpu::untile_plane(t.scale0.data(), s.k / g.k0, 0, s.n, back_s.data());
+    EXPECT_EQ(back, pl.p[0]) << s.grade << " " << s.n << "x" << s.k;
+    EXPECT_EQ(back_s, pl.p[1]) << s.grade << " " << s.n << "x" << s.k;
+    // Dword q of row 16t + r at (t*Q + q)*64 + 4r; padding is zero.
+    const int64_t q_row = grit::cpu::tiled_row_dwords(s.k / 2);
+    const int64_t row = s.n - 1, q = (s.k / 2 - 1) / 4;
+    const uint8_t* at = t.data.data() + ((row / 16) * q_row + q) * 64 + (row % 16) * 4;
+    EXPECT_EQ(0, std::memcmp(at, pl.p[0].data() + row * (s.k / 2) + q * 4, 4));
+    if (s.n % 16 != 0) {
+      const uint8_t* pad = t.data.data() + ((row / 16) * q_row) * 64 + 4 * (s.n % 16);
+      for (int i = 0; i < 4 * (16 - s.n % 16); ++i) EXPECT_EQ(pad[i], 0) << "padding row byte " << i;
+    }
+  }
+}
+
+TEST(NibbleTiles, EveryVariantGivesThePlanesBits) {
+  for (const Shape& s : kShapes) {
+    const grit::Grade& g = *grit::reference_grade(s.grade)->grade;
+    for (int kind = 0; kind < 2; ++kind) {
+      const Planes pl = kind == 0 ? encoded(g, s.n, s.k, 11) : random_planes(g, s.n, s.k, 13);
+      const Tiled t = tile(g, pl, s.n, s.k);
+      const grit::cpu::TiledNibbles tw = tiled_weight(g, pl, t, s.n, s.k);
+      const grit::cpu::PackedWeight w = packed(g, pl, s.n, s.k);
+      const int64_t tiles = grit::cpu::linear_tile_count(s.n);
+      for (int64_t m : {1, 3}) {
+        for (bool bf16 : {true, false}) {
+          const std::vector<float> x = activations(m * s.k, bf16, 17);
+          const std::vector<float> bias = activations(s.n, false, 19);
+          std::vector<float> want(static_cast<size_t>(m * s.n));
+          ASSERT_TRUE(grit::cpu::linear_tiles(w, x.data(), m, bias.data(), 0, tiles, want.data()).ok());
+          for (Isa isa : grit::cpu::kAllIsas) {
+            if (!grit::cpu::isa_supported(isa)) continue;
+            std::vector<float> got(want.size(), -7.0f);
+            // Two ranges, as two threads would split them.
+            const auto& kt = grit::cpu::kernels_for(isa);
+            ASSERT_TRUE(grit::cpu::tiled_linear_tiles(kt, tw, x.data(), m, bias.data(), 0, tiles / 2, got.data()).ok());
+            ASSERT_TRUE(grit::cpu::tiled_linear_tiles(kt, tw, x.data(), m, bias.data(), tiles / 2, tiles, got.data()).ok());
+            EXPECT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * sizeof(float)))
+                << grit::cpu::isa_name(isa) << " " << s.grade << " " << s.n << "x" << s.k << " m=" << m
+                << (kind == 0 ? " encoded" : " random") << (bf16 ? " bf16 x" : " f32 x");
+          }
+        }
+      }
+    }
+  }
+}
+
+// The in-place path takes a tile exactly when every scale code of it
+// factors (MXFP4: E8M0 codes 1..s0_factor_from-1) and x is bfloat16-exact.
+TEST(NibbleTiles, InPlacePathTakesExactlyTheFactoringTiles) {
+  if (!grit::cpu::isa_supported(Isa::kAvx512Bf16)) GTEST_SKIP() << "this CPU has no AVX512_BF16 variant";
+  const auto& kt = grit::cpu::kernels_for(Isa::kAvx512Bf16);
+  ASSERT_NE(kt.tiled_gemv, nullptr);
+  const grit::Grade& g = *grit::reference_grade("MXFP4")->grade;
+  const int64_t n = 64, k = 160;  // 4 tiles; 5 groups a row (a partial scale dword)
+  Planes pl = encoded(g, n, k, 23);
+  pl.p[1][1 * 16 * 5 + 3 * 5 + 4] = 0;    // tile 1, row 3, last group: code 0 (2^-127 does not factor)
+  pl.p[1][2 * 16 * 5 + 15 * 5 + 0] = 255;  // tile 2, row 15: NaN
+  const Tiled t = tile(g, pl, n, k);
+  grit::cpu::PackedWeight pw = packed(g, pl, n, k);
+  pw.planes[0] = pw.planes[1] = grit::Plane{};
+  grit::cpu::LinearPlan plan;
+  grit::cpu::make_plan(pw, &plan);
+  for (bool bf16 : {true, false}) {
+    const std::vector<float> x = activations(k, bf16, 29);
+    std::vector<float> y(static_cast<size_t>(n));
+    uint8_t slow[4] = {9, 9, 9, 9};
+    ASSERT_TRUE(kt.tiled_gemv(plan, t.data.data(), t.scale0.data(), x.data(), nullptr, 0, 4, y.data(), slow).ok());
+    if (bf16) {
+      EXPECT_EQ(slow[0], 0);
+      EXPECT_EQ(slow[1], 1);
+      EXPECT_EQ(slow[2], 1);
+      EXPECT_EQ(slow[3], 0);
+    } else {
+      for (uint8_t s : slow) EXPECT_EQ(s, 1);
+    }
+  }
+}
+
+}  // namespace

@@ -1,0 +1,187 @@
+"""The CPU tile layout of 4-bit weights (csrc/kernels/cpu/nibble_tiles.h):
+tile_nibbles / untile_nibbles give the planes back bit for bit, and
+packed_linear_tiled returns packed_linear's bits on every CPU kernel
+variant, grade, activation dtype and batch shape, ragged shapes, NaN and
+infinite scales included; opcheck on the three ops; gradients; refusals."""
+
+import pytest
+import torch
+
+from torch_grit import _C, ops
+
+ISAS = tuple(_C.cpu_isas_supported())
+GRADES = ("MXFP4", "NVF4", "MXFP4_RNE", "NVF4_RTZ")
+DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+# [out, in]: out not a multiple of the 16-row tile; in/k0 not a multiple of 4
+# (a partial scale word) nor of the 256-column super-block.
+SHAPES = {"MXFP4": ((17, 96), (40, 160), (33, 512)), "NVF4": ((17, 48), (40, 160), (33, 512))}
+SHAPES["MXFP4_RNE"] = SHAPES["MXFP4"]
+SHAPES["NVF4_RTZ"] = SHAPES["NVF4"]
+X_BATCHES = ((1,), (3, 5), (9,))
+
+
+@pytest.fixture(params=ISAS)
+def isa(request):
+    previous = _C._set_cpu_isa(request.param)
+    yield request.param
+    _C._set_cpu_isa(previous)
+
+
+def _planes(grade, shape, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return ops.quantize(torch.randn(shape, generator=g), grade)
+
+
+def _x(batch, k, dtype, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*batch, k, generator=g).to(dtype)
+
+
+def _same_bits(a, b):
+    return torch.equal(a.view(torch.int16 if a.element_size() == 2 else torch.int32),
+                       b.view(torch.int16 if b.element_size() == 2 else torch.int32))
+
+
+@pytest.mark.parametrize("grade", GRADES)
+def test_untile_gives_the_planes_back(grade):
+    for shape in SHAPES[grade]:
+        planes = _planes(grade, shape)
+        tiled = ops.tile_nibbles(planes, grade, shape)
+        n, k = shape
+        tiles, k0 = (n + 15) // 16, 16 if grade.startswith("NVF4") else 32
+        assert tiled[0].numel() == tiles * 64 * 4 * ((k // 2 + 15) // 16)
+        assert tiled[1].numel() == tiles * 64 * 4 * ((k // k0 + 15) // 16)
+        assert tiled[2] is planes[2] and tiled[3] is planes[3]
+        back = ops.untile_nibbles(tiled, grade, shape)
+        for a, b in zip(back, planes):
+            assert torch.equal(a, b), (grade, shape)
+
+
+@pytest.mark.parametrize("grade", GRADES)
+def test_same_bits_as_packed_linear_on_every_variant(isa, grade):
+    for shape in SHAPES[grade]:
+        planes = _planes(grade, shape)
+        tiled = ops.tile_nibbles(planes, grade, shape)
+        for batch in X_BATCHES:
+            for dtype in DTYPES:
+                x = _x(batch, shape[1], dtype)
+                bias = _x((), shape[0], dtype, seed=2) if len(batch) == 1 else None
+                want = ops.packed_linear(x, planes, grade, shape, bias)
+                got = ops.packed_linear_tiled(x, tiled, grade, shape, bias)
+                assert got.dtype == dtype and got.shape == want.shape
+                assert _same_bits(got, want), (isa, grade, shape, batch, dtype)
+
+
+def test_non_finite_scales_and_activations_same_bits(isa):
+    """E8M0 code 255 (NaN) and 0 (2^-127, whose group does not factor) in
+    some tiles, an infinity in x: the tiles that cannot run in place take
+    the planes' route, and every output keeps packed_linear's bits."""
+    grade, shape = "MXFP4", (48, 160)
+    planes = _planes(grade, shape)
+    s0 = planes[1].clone()
+    s0[0 * 5 + 2] = 255      # row 0: NaN scale
+    s0[20 * 5 + 4] = 0       # row 20 (tile 1): code 0
+    planes = [planes[0], s0, planes[2], planes[3]]
+    tiled = ops.tile_nibbles(planes, grade, shape)
+    for dtype in (torch.bfloat16, torch.float32):
+        for poison_x in (False, True):
+            x = _x((1,), shape[1], dtype)
+            if poison_x:
+                x[0, 7] = float("inf")
+            want = ops.packed_linear(x, planes, grade, shape)
+            got = ops.packed_linear_tiled(x, tiled, grade, shape)
+            assert _same_bits(got, want), (isa, dtype, poison_x)
+            assert torch.isnan(got[0, 0]) and not torch.isnan(got[0, 1:16]).any() or poison_x
+
+
+def test_batch_one_reads_the_tiles_in_place():
+    if "avx512_bf16" not in ISAS:
+        pytest.skip("this CPU cannot run the avx512_bf16 kernels (the in-place path needs vdpbf16ps)")
+    previous = _C._set_cpu_isa("avx512_bf16")
+    try:
+        shape = (64, 256)
+        planes = _planes("MXFP4", shape)
+        tiled = ops.tile_nibbles(planes, "MXFP4", shape)
+        x = _x((1,), shape[1], torch.bfloat16)
+        before = _C._cpu_pair_path_calls()
+        got = ops.packed_linear_tiled(x, tiled, "MXFP4", shape)
+        assert _C._cpu_pair_path_calls() > before
+        assert _same_bits(got, ops.packed_linear(x, planes, "MXFP4", shape))
+    finally:
+        _C._set_cpu_isa(previous)
+
+
+def test_same_bits_for_any_thread_count():
+    shape = (200, 512)
+    planes = _planes("MXFP4", shape)
+    tiled = ops.tile_nibbles(planes, "MXFP4", shape)
+    x = _x((1,), shape[1], torch.bfloat16)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = ops.packed_linear_tiled(x, tiled, "MXFP4", shape)
+        torch.set_num_threads(max(2, threads))
+        many = ops.packed_linear_tiled(x, tiled, "MXFP4", shape)
+    finally:
+        torch.set_num_threads(threads)
+    assert _same_bits(one, many)
+
+
+def test_gradients_match_packed_linear():
+    grade, shape = "NVF4", (40, 160)
+    planes = _planes(grade, shape)
+    tiled = ops.tile_nibbles(planes, grade, shape)
+    x0 = _x((3,), shape[1], torch.float32)
+    b0 = _x((), shape[0], torch.float32, seed=3)
+    gy = _x((3,), shape[0], torch.float32, seed=4)
+    grads = []
+    for fn, p in ((ops.packed_linear, planes), (ops.packed_linear_tiled, tiled)):
+        x, b = x0.clone().requires_grad_(), b0.clone().requires_grad_()
+        fn(x, p, grade, shape, b).backward(gy)
+        grads.append((x.grad, b.grad))
+    assert _same_bits(grads[0][0], grads[1][0]) and _same_bits(grads[0][1], grads[1][1])
+
+
+@pytest.mark.parametrize("grade", ("MXFP4", "NVF4"))
+def test_opcheck_tile_and_untile(grade):
+    shape = (40, 160)
+    planes = _planes(grade, shape)
+    torch.library.opcheck(torch.ops.grit.tile_nibbles.default, (*planes, grade, list(shape)))
+    tiled = ops.tile_nibbles(planes, grade, shape)
+    torch.library.opcheck(torch.ops.grit.untile_nibbles.default, (tiled[0], tiled[1], grade, list(shape)))
+
+
+@pytest.mark.parametrize("grade,x_shape,dtype,with_bias", [
+    ("MXFP4", (1, 160), torch.bfloat16, True), ("MXFP4", (3, 5, 160), torch.float32, False),
+    ("NVF4", (1, 160), torch.float16, False), ("NVF4", (0, 160), torch.bfloat16, True)])
+def test_opcheck_packed_linear_tiled(grade, x_shape, dtype, with_bias):
+    shape = (40, 160)
+    tiled = ops.tile_nibbles(_planes(grade, shape), grade, shape)
+    x = torch.randn(x_shape).to(dtype).requires_grad_()
+    bias = torch.randn(shape[0]).to(dtype).requires_grad_() if with_bias else None
+    torch.library.opcheck(torch.ops.grit.packed_linear_tiled.default, (x, *tiled, grade, list(shape), bias))
+
+
+@pytest.mark.parametrize("grade", ("Q4KS", "I8S24"))
+def test_refuses_grades_the_layout_does_not_hold(grade):
+    shape = (32, 256)
+    planes = _planes(grade, shape)
+    with pytest.raises(ValueError, match="tile layout holds .*grade .* is not one"):
+        ops.tile_nibbles(planes, grade, shape)
+
+
+def test_refuses_wrong_sizes_and_types_naming_the_plane():
+    shape = (40, 160)
+    planes = _planes("MXFP4", shape)
+    tiled = ops.tile_nibbles(planes, "MXFP4", shape)
+    x = _x((1,), shape[1], torch.bfloat16)
+    with pytest.raises(ValueError, match=r"plane 'data' must hold 3840 bytes .* found 3839"):
+        ops.packed_linear_tiled(x, [tiled[0][:-1], tiled[1], tiled[2], tiled[3]], "MXFP4", shape)
+    with pytest.raises(ValueError, match=r"plane 'scale0' must hold"):
+        ops.packed_linear_tiled(x, [tiled[0], planes[1], tiled[2], tiled[3]], "MXFP4", shape)
+    with pytest.raises(TypeError, match=r"plane 'data' must be a uint8 tensor"):
+        ops.packed_linear_tiled(x, [tiled[0].to(torch.int16), tiled[1]], "MXFP4", shape)
+    with pytest.raises(ValueError, match=r"x"):
+        ops.packed_linear_tiled(_x((1,), 96, torch.bfloat16), tiled, "MXFP4", shape)
+    with pytest.raises(ValueError, match=r"plane 'data' must hold"):
+        ops.untile_nibbles([tiled[0][:64], tiled[1]], "MXFP4", shape)

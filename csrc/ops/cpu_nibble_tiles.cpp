@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "kernels/cpu/nibble_tiles.h"
+#include "ops/cpu_linear_frame.h"
 #include "ops/op_args.h"
 
 namespace grit_ops {
@@ -100,34 +101,23 @@ at::Tensor packed_linear_tiled_cpu(const at::Tensor& x, const at::Tensor& tdata,
   check_side_planes(op, scale1, aux, *grade, shape, x.device());
   const bool has_bias = check_bias(op, bias, n, x.device());
 
-  const int64_t m = batch_rows(x);
-  const at::Tensor x32 = x.reshape({m, k}).to(at::kFloat).contiguous();
-  at::Tensor y = at::empty({m, n}, x.options().dtype(at::kFloat));
-  if (m > 0 && n > 0) {
-    const at::Tensor b32 = has_bias ? bias->to(at::kFloat).contiguous() : at::Tensor();
-    grit::cpu::TiledNibbles w;
-    w.grade = grade.get();
-    w.n = n;
-    w.k = k;
-    w.data = tdata.const_data_ptr<uint8_t>();
-    w.scale0 = tscale0.const_data_ptr<uint8_t>();
-    w.scale1 = grit::Plane{scale1.numel() ? scale1.const_data_ptr<uint8_t>() : nullptr,
-                           static_cast<uint64_t>(scale1.numel())};
-    w.aux = grit::Plane{aux.numel() ? aux.const_data_ptr<uint8_t>() : nullptr, static_cast<uint64_t>(aux.numel())};
-    const float* xp = x32.const_data_ptr<float>();
-    const float* bp = has_bias ? b32.const_data_ptr<float>() : nullptr;
-    float* yp = y.mutable_data_ptr<float>();
+  grit::cpu::TiledNibbles w;
+  w.grade = grade.get();
+  w.n = n;
+  w.k = k;
+  w.data = tdata.const_data_ptr<uint8_t>();
+  w.scale0 = tscale0.const_data_ptr<uint8_t>();
+  w.scale1 = grit::Plane{scale1.numel() ? scale1.const_data_ptr<uint8_t>() : nullptr,
+                         static_cast<uint64_t>(scale1.numel())};
+  w.aux = grit::Plane{aux.numel() ? aux.const_data_ptr<uint8_t>() : nullptr, static_cast<uint64_t>(aux.numel())};
+  return cpu_linear_frame(x, n, k, bias, has_bias, [&](const float* xp, int64_t m, const float* bp, float* yp,
+                                                      int64_t grain) {
     const grit::cpu::KernelTable& kt = active_cpu_kernels(op);
-    const int64_t tile_work = std::max<int64_t>(1, m * k * grit::cpu::kLinearTileRows);
-    const int64_t grain = std::max<int64_t>(1, kLinearTaskWork / tile_work);
     at::parallel_for(0, grit::cpu::linear_tile_count(n), grain, [&](int64_t b, int64_t e) {
       const grit::Status s = grit::cpu::tiled_linear_tiles(kt, w, xp, m, bp, b, e, yp);
       TORCH_CHECK(s.ok(), op, ": ", s.message);
     });
-  } else if (m > 0 && has_bias) {
-    y.copy_(bias->to(at::kFloat).expand({m, n}));
-  }
-  return y.to(x.scalar_type()).view(with_last(x.sizes(), n));
+  });
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 
 #include "kernels/cpu/packed_linear_cpu.h"
 #include "kernels/cpu/packed_linear_ref.h"
+#include "ops/cpu_linear_frame.h"
 #include "ops/grad_input_blocks.h"
 #include "ops/int4g_args.h"
 #include "ops/int4g_ops.h"
@@ -38,24 +39,16 @@ at::Tensor packed_linear_cpu(const at::Tensor& x, const at::Tensor& data, const 
   const PlaneArgs p = plane_args(op, data, scale0, scale1, aux, *grade, shape, x.device());
   const bool has_bias = check_bias(op, bias, n, x.device());
 
-  const int64_t m = batch_rows(x);
-  const at::Tensor x32 = x.reshape({m, k}).to(at::kFloat).contiguous();
-  at::Tensor y = at::empty({m, n}, x.options().dtype(at::kFloat));
-  if (m > 0 && n > 0) {
-    const at::Tensor b32 = has_bias ? bias->to(at::kFloat).contiguous() : at::Tensor();
-    grit::cpu::PackedWeight w;
-    w.grade = grade.get();
-    for (int i = 0; i < 4; ++i) w.planes[i] = p.plane[i];
-    w.n = n;
-    w.k = k;
-    const float* xp = x32.const_data_ptr<float>();
-    const float* bp = has_bias ? b32.const_data_ptr<float>() : nullptr;
-    float* yp = y.mutable_data_ptr<float>();
+  grit::cpu::PackedWeight w;
+  w.grade = grade.get();
+  for (int i = 0; i < 4; ++i) w.planes[i] = p.plane[i];
+  w.n = n;
+  w.k = k;
+  return cpu_linear_frame(x, n, k, bias, has_bias, [&](const float* xp, int64_t m, const float* bp, float* yp,
+                                                      int64_t grain) {
     const grit::cpu::KernelTable& kt = active_cpu_kernels(op);
     grit::cpu::LinearPlan plan;
     grit::cpu::make_plan(w, &plan);
-    const int64_t tile_work = std::max<int64_t>(1, m * k * grit::cpu::kLinearTileRows);
-    const int64_t grain = std::max<int64_t>(1, kLinearTaskWork / tile_work);
     std::atomic<bool> fallback{false};
     // Each task decodes its own tiles; at most one task per thread, so the
     // sparse cursor scan each reference task starts with stays cheap.
@@ -73,10 +66,7 @@ at::Tensor packed_linear_cpu(const at::Tensor& x, const at::Tensor& data, const 
         TORCH_CHECK(s.ok(), op, ": ", s.message);
       });
     }
-  } else if (m > 0 && has_bias) {
-    y.copy_(bias->to(at::kFloat).expand({m, n}));
-  }
-  return y.to(x.scalar_type()).view(with_last(x.sizes(), n));
+  });
 }
 
 at::Tensor packed_linear_grad_input_cpu(const at::Tensor& grad_y, const at::Tensor& data,

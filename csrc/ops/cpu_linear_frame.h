@@ -1,0 +1,34 @@
+// The frame the CPU packed-linear ops share (packed_linear,
+// packed_linear_tiled): x as float32 [m, k] and y as float32 [m, n];
+// body(x, m, bias, y, grain) fills y (bias null or float32 [n]; grain: the
+// 16-row tiles per at::parallel_for task); an empty weight gives the bias
+// (or nothing); y comes back in x's dtype and leading shape.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <optional>
+
+#include "ops/op_args.h"
+
+namespace grit_ops {
+
+template <class Body>
+at::Tensor cpu_linear_frame(const at::Tensor& x, int64_t n, int64_t k, const std::optional<at::Tensor>& bias,
+                            bool has_bias, Body&& body) {
+  const int64_t m = batch_rows(x);
+  const at::Tensor x32 = x.reshape({m, k}).to(at::kFloat).contiguous();
+  at::Tensor y = at::empty({m, n}, x.options().dtype(at::kFloat));
+  if (m > 0 && n > 0) {
+    const at::Tensor b32 = has_bias ? bias->to(at::kFloat).contiguous() : at::Tensor();
+    const int64_t tile_work = std::max<int64_t>(1, m * k * grit::cpu::kLinearTileRows);
+    body(x32.const_data_ptr<float>(), m, has_bias ? b32.const_data_ptr<float>() : nullptr,
+         y.mutable_data_ptr<float>(), std::max<int64_t>(1, kLinearTaskWork / tile_work));
+  } else if (m > 0 && has_bias) {
+    y.copy_(bias->to(at::kFloat).expand({m, n}));
+  }
+  return y.to(x.scalar_type()).view(with_last(x.sizes(), n));
+}
+
+}  // namespace grit_ops

@@ -11,9 +11,10 @@ times
     bfloat16 activations;
   - torch.ops.grit.packed_linear for each GRIT grade, bfloat16 activations,
     and MXFP4 once more with float32 activations (no pair path for those);
-  - torch.ops.grit.packed_linear_tiled for MXFP4 in the CPU tile layout
-    (ops.tile_nibbles: the same bytes, each 16-row tile's words one vector
-    apart, so batch 1 reads them in place), bfloat16 activations;
+  - torch.ops.grit.packed_linear_tiled for MXFP4 and NVF4 in the CPU tile
+    layout (ops.tile_nibbles, what torch_grit.tile_ gives a model: the same
+    bytes, each 16-row tile's words one vector apart, so the kernels read
+    them in place), bfloat16 activations;
   - torch.ops.grit.packed_linear for seed 001's INT4G32 (binary64 scales,
     products formed in binary64: its own law, no target), bfloat16 activations.
 
@@ -50,6 +51,7 @@ import torch.nn.functional as F
 from torch_grit import _C, ops
 
 GRADES = ("MXFP4", "NVF4", "Q4KS", "I8S24")
+TILED = ("MXFP4", "NVF4")  # grades with a CPU tile layout row
 INT4G = "INT4G32"
 DEFAULT_SHAPES = ("4096x4096", "4096x11008", "11008x4096")  # [out, in]
 BATCHES = (1, 8, 32)
@@ -123,7 +125,7 @@ def bench_shape(n, k, min_bytes, rounds, results):
         # values, distinct memory, so every call still reads from DRAM.
         planes = ops.quantize(w32[0], g)
         grit[g] = [[p.clone() for p in planes] for _ in range(layers)]
-    tiled = [ops.tile_nibbles(pl, "MXFP4", (n, k)) for pl in grit["MXFP4"]]
+    tiled = {g: [ops.tile_nibbles(pl, g, (n, k)) for pl in grit[g]] for g in TILED}
     planes = ops.quantize(w32[0], INT4G)
     grit[INT4G] = [[p.clone() for p in planes] for _ in range(layers)]
 
@@ -136,7 +138,8 @@ def bench_shape(n, k, min_bytes, rounds, results):
     for g in GRADES:
         wbytes["GRIT " + g] = sum(p.numel() for p in grit[g][0])
     wbytes["GRIT MXFP4 (x f32)"] = wbytes["GRIT MXFP4"]
-    wbytes["GRIT MXFP4 tiled"] = sum(p.numel() for p in tiled[0])
+    for g in TILED:
+        wbytes["GRIT %s tiled" % g] = sum(p.numel() for p in tiled[g][0])
     wbytes[INT4G] = sum(p.numel() for p in grit[INT4G][0])
 
     for m in BATCHES:
@@ -158,8 +161,10 @@ def bench_shape(n, k, min_bytes, rounds, results):
         rows["GRIT MXFP4 (x f32)"] = ("float32", [
             lambda pl=pl: torch.ops.grit.packed_linear(x32, *pl, "MXFP4", [n, k], None)
             for pl in grit["MXFP4"]])
-        rows["GRIT MXFP4 tiled"] = ("bfloat16", [
-            lambda tl=tl: torch.ops.grit.packed_linear_tiled(x16, *tl, "MXFP4", [n, k], None) for tl in tiled])
+        for g in TILED:
+            rows["GRIT %s tiled" % g] = ("bfloat16", [
+                lambda tl=tl, g=g: torch.ops.grit.packed_linear_tiled(x16, *tl, g, [n, k], None)
+                for tl in tiled[g]])
         rows[INT4G] = ("bfloat16", [
             lambda pl=pl: torch.ops.grit.packed_linear(x16, *pl, INT4G, [n, k], None) for pl in grit[INT4G]])
         med = interleaved_medians({name: calls for name, (_, calls) in rows.items()}, rounds, buf.sum,
@@ -218,7 +223,7 @@ def main():
                 ("batch 1, %s >= 70%% of read bandwidth" % name, share, 0.70),
             ]
         if (s, 32, "F.linear float32") in ref:
-            for g in GRADES:
+            for g in GRADES + tuple(g + " tiled" for g in TILED):
                 checks.append(("batch 32, %s no slower than float32 F.linear" % g,
                                ref[(s, 32, "F.linear float32")]["t"] / ref[(s, 32, "GRIT " + g)]["t"], 1.0))
         for what, got, want in checks:

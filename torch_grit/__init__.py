@@ -18,6 +18,7 @@ from .placement import Placement, placement_name
 from . import ops  # noqa: F401  (torch.ops.grit.*: fake kernels and autograd)
 from . import nn  # noqa: F401
 from .quantize import quantize_
+from .cpu_tiles import tile_, untile_
 # After the submodule import above, which binds torch_grit.quantize to the module.
 from .tensor import GritTensor, quantize, safe_globals
 from .checkpoint import load, save
@@ -32,6 +33,6 @@ __version__ = "0.1.0"
 __all__ = [
     "Grade", "Descriptor", "Placement", "check", "digest", "GritCheckError", "GradeError",
     "encode_planes", "decode_planes", "placement_name",
-    "GritTensor", "quantize", "quantize_", "safe_globals", "nn",
+    "GritTensor", "quantize", "quantize_", "tile_", "untile_", "safe_globals", "nn",
     "save", "load", "CheckpointError", "profile", "report",
 ]

@@ -134,7 +134,8 @@ def load(path, model=None, *, verify="structure", device="cpu", strict=True):
 
     Without ``model``: returns a dict name -> tensor (GritTensor for packed
     ones). With ``model``: every ``nn.Linear`` whose weight the file holds
-    packed becomes a ``GritLinear`` around it, the other tensors are copied in
+    packed becomes a ``GritLinear`` around it (in the CPU tile layout where the
+    layer it replaces was tiled and the grade allows), the other tensors are copied in
     with ``load_state_dict``; with ``strict`` (default) the file's names must
     be the model's (non-persistent buffers, such as position ids some files
     carry, are skipped). Returns the model.
@@ -224,6 +225,8 @@ def _fill_model(model, state, strict):
     for module, w in swaps:
         device = module.weight.device
         new = GritLinear.from_packed(w if w.device == device else w.to(device))
+        if isinstance(module, GritLinear) and module.weight.tiled and new.weight.can_tile:
+            new.tile_()  # a layer held in the CPU tile layout stays in it
         new.bias = module.bias  # the same Parameter: optimizers and ties keep pointing at it
         built[id(module)] = new
     for parent in model.modules():

@@ -36,8 +36,11 @@ def packed_linear(x, w, bias=None, op="linear"):
         raise ValueError("%s: input of shape %s cannot multiply a GritTensor weight %s: the "
                          "input's last dimension must be in_features=%d"
                          % (op, tuple(x.shape), tuple(w.logical_shape), in_features))
-    return torch.ops.grit.packed_linear(x, *w.planes, w.grade_canonical, list(w.logical_shape),
-                                        bias)
+    if w.tiled:  # the CPU tile layout (GritTensor.tile): packed_linear's bits
+        return torch.ops.grit.packed_linear_tiled(x, *w.stored_planes, w.grade_canonical,
+                                                  list(w.logical_shape), bias)
+    return torch.ops.grit.packed_linear(x, *w.stored_planes, w.grade_canonical,
+                                        list(w.logical_shape), bias)
 
 
 def _matmul(a, b, op):

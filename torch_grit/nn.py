@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import ops
 from .grade import resolve_grade
 from .tensor import GritTensor, quantize
 
@@ -70,6 +71,21 @@ class GritLinear(nn.Module):
     def grade(self):
         return self.weight.grade
 
+    def tile_(self):
+        """Hold the weight in the CPU tile layout (``GritTensor.tile``), in place; returns self.
+
+        The same bits from ``forward``, faster at batch 1 on CPU; ``state_dict``
+        and every save still see GRIT's planes. The weight Parameter is replaced
+        (it is frozen, so no optimizer state refers to it).
+        """
+        self.weight = nn.Parameter(self.weight.tile(), requires_grad=False)
+        return self
+
+    def untile_(self):
+        """Back to GRIT's row-major planes, in place; returns self."""
+        self.weight = nn.Parameter(self.weight.untile(), requires_grad=False)
+        return self
+
     def forward(self, x):
         return F.linear(x, self.weight, self.bias)
 
@@ -107,6 +123,7 @@ class ScriptableGritLinear(nn.Module):
     out_features: int
     grade: str
     shape: List[int]
+    tiled: bool
 
     def __init__(self, layer):
         if not isinstance(layer, GritLinear):
@@ -118,21 +135,29 @@ class ScriptableGritLinear(nn.Module):
         self.out_features = layer.out_features
         self.grade = w.grade_canonical
         self.shape = [int(s) for s in w.logical_shape]
+        self.tiled = w.tiled  # data and scale0 in the CPU tile layout
         self._logical_dtype = w.logical_dtype
         # Not persistent: the state_dict holds them as one GritTensor ``weight``.
-        for name, plane in zip(GritTensor.PLANE_NAMES, w.planes):
+        for name, plane in zip(GritTensor.PLANE_NAMES, w.stored_planes):
             self.register_buffer(name, plane, persistent=False)
         self.register_parameter("bias", layer.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.tiled:
+            return torch.ops.grit.packed_linear_tiled(x, self.data_plane, self.scale0_plane,
+                                                      self.scale1_plane, self.aux_plane,
+                                                      self.grade, self.shape, self.bias)
         return torch.ops.grit.packed_linear(x, self.data_plane, self.scale0_plane,
                                             self.scale1_plane, self.aux_plane, self.grade,
                                             self.shape, self.bias)
 
     @property
     def weight(self):
-        """The planes as a GritTensor (checked against grade and shape)."""
+        """The planes as a GritTensor (checked against grade and shape; GRIT's
+        row-major planes, untiled copies if this layer holds tiles)."""
         planes = [getattr(self, n) for n in GritTensor.PLANE_NAMES]
+        if self.tiled:
+            planes = ops.untile_nibbles(planes, self.grade, self.shape)
         return GritTensor.from_planes(planes, self.grade, self.shape, dtype=self._logical_dtype)
 
     def _save_to_state_dict(self, destination, prefix, keep_vars):
@@ -153,8 +178,9 @@ class ScriptableGritLinear(nn.Module):
                 "%s: expected a GritTensor of grade %s and shape %s; found %s (copying other "
                 "bytes in would reinterpret them)" % (key, self.grade, tuple(self.shape), found))
         else:
+            src = src.tile() if self.tiled else src.untile()
             with torch.no_grad():
-                for name, plane in zip(GritTensor.PLANE_NAMES, src.planes):
+                for name, plane in zip(GritTensor.PLANE_NAMES, src.stored_planes):
                     getattr(self, name).copy_(plane)
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
                                       unexpected_keys, error_msgs)

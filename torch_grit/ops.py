@@ -314,9 +314,10 @@ def tile_nibbles(planes: Planes, grade: GradeLike, shape: Sequence[int]) -> List
     (rows padded with zero bytes), scale1 and aux as they are. The bytes
     are the planes' own: :func:`untile_nibbles` gives them back bit for bit,
     and only the planes are ever exported. :func:`packed_linear_tiled` over
-    the tiles has :func:`packed_linear`'s bits; at batch 1 with bfloat16
-    activations it reads the tiles in place, without the transposes the
-    row-major planes need. Other grades are refused with the reason.
+    the tiles has :func:`packed_linear`'s bits; the SIMD kernels read the
+    tiles in place, without the transposes the row-major planes need.
+    Other grades are refused with the reason. ``GritTensor.tile()`` and
+    ``torch_grit.tile_(model)`` hold weights this way.
     """
     p = _planes4(planes)
     td, ts = torch.ops.grit.tile_nibbles.default(*p, _grade_str(grade), _shape(shape))

@@ -15,6 +15,7 @@ from .check import check
 from .descriptor import Descriptor
 from .errors import GroupAxisError, UnsupportedOpError
 from .grade import Grade, resolve_grade
+from . import _C, ops
 from .int4_groups import Int4Groups
 from .placement import Placement
 
@@ -69,23 +70,31 @@ class GritTensor(torch.Tensor):
     and the binary64 scales as raw little-endian bytes (``planes[1].view(
     torch.float64)`` gives them as numbers); it has no GRIT descriptor or
     placement, and ``torch_grit.save`` refuses it, saying why.
+
+    On CPU a 4-bit weight (MXFP4, NVF4 and their siblings) may be held in
+    the CPU tile layout (``tile()``, ``torch_grit.tile_(model)``): the same
+    bytes with each 16-row tile's 32-bit words one vector apart, which the
+    kernels read without transposing (batch 1 MXFP4 about 1.3x faster). It
+    is a kernel layout, not a GRIT placement: ``planes``, ``descriptor``,
+    ``dequantize`` and every save see GRIT's planes (untiled on the fly),
+    and ``stored_planes`` are the bytes as held.
     """
 
     # Declared once: flatten/unflatten, repr and every derived copy read these.
     PLANE_NAMES = ("data_plane", "scale0_plane", "scale1_plane", "aux_plane")
     ATTRIBUTE_NAMES = ("grade_canonical", "placement_words", "logical_shape", "logical_dtype",
-                       "transposed")
+                       "transposed", "tiled")
 
     @staticmethod
     def __new__(cls, data_plane, scale0_plane, scale1_plane, aux_plane, grade_canonical,
-                placement_words, logical_shape, logical_dtype, transposed=False):
+                placement_words, logical_shape, logical_dtype, transposed=False, tiled=False):
         rows, cols = logical_shape
         size, stride = ((cols, rows), (1, cols)) if transposed else ((rows, cols), (cols, 1))
         return torch.Tensor._make_wrapper_subclass(cls, size, strides=stride, dtype=logical_dtype,
                                                    device=data_plane.device, requires_grad=False)
 
     def __init__(self, data_plane, scale0_plane, scale1_plane, aux_plane, grade_canonical,
-                 placement_words, logical_shape, logical_dtype, transposed=False):
+                 placement_words, logical_shape, logical_dtype, transposed=False, tiled=False):
         self.data_plane = data_plane
         self.scale0_plane = scale0_plane
         self.scale1_plane = scale1_plane
@@ -95,6 +104,7 @@ class GritTensor(torch.Tensor):
         self.logical_shape = tuple(logical_shape)
         self.logical_dtype = logical_dtype
         self.transposed = bool(transposed)
+        self.tiled = bool(tiled)  # data and scale0 in the CPU tile layout (tile())
 
     # -- construction with the contract's checks ---------------------------------
 
@@ -186,13 +196,60 @@ class GritTensor(torch.Tensor):
 
     @property
     def planes(self):
-        """``[data, scale0, scale1, aux]``, 1-D uint8 tensors. For INT4G:
-        ``[codes, scales, empty, empty]`` with the binary64 scales as raw bytes."""
+        """``[data, scale0, scale1, aux]``, GRIT's planes as 1-D uint8 tensors. For
+        INT4G: ``[codes, scales, empty, empty]`` with the binary64 scales as raw
+        bytes. A tiled tensor returns new untiled data and scale0 tensors."""
+        stored = self.stored_planes
+        if not self.tiled:
+            return stored
+        return ops.untile_nibbles(stored, self.grade_canonical, self.logical_shape)
+
+    @property
+    def stored_planes(self):
+        """The planes as held: ``planes``, or for a tiled tensor its tiled data and scale0."""
         return [getattr(self, n) for n in self.PLANE_NAMES]
 
     @property
     def nbytes_packed(self):
-        return sum(p.numel() for p in self.planes)
+        """Bytes of GRIT's planes (a tiled tensor holds a little padding beyond them)."""
+        if self.tiled:
+            return sum(self.descriptor.expected_plane_bytes())
+        return sum(p.numel() for p in self.stored_planes)
+
+    @property
+    def can_tile(self):
+        """Whether ``tile()`` takes this weight: on CPU, a grade of dense 4-bit codes with
+        one 8-bit scale code per 16 or 32 values (MXFP4, NVF4 and their siblings)."""
+        if self.tiled:
+            return True
+        if self.device.type != "cpu" or self.is_int4_groups:
+            return False
+        return _C.cpu_fast_kind(self.grade._native) == "nibble"
+
+    def tile(self):
+        """This weight in the CPU tile layout (``self`` if it already is).
+
+        For 4-bit grades with one 8-bit scale code per 16 or 32 values (MXFP4,
+        NVF4 and their siblings), on CPU; other grades, INT4G and other devices
+        are refused (ValueError) with the reason. The linear ops give the same
+        bits either way; moving a tiled tensor off the CPU untiles it.
+        """
+        if self.tiled:
+            return self
+        if self.device.type != "cpu":
+            raise ValueError("tile(): the tile layout is a CPU kernel layout; this GritTensor is on "
+                             "%s (its kernels there read the planes as they are)" % self.device)
+        if self.is_int4_groups:
+            raise ValueError("tile(): grade %s (seed 001 int4 groups) has no tile layout; it stays "
+                             "as it is" % self.grade.name)
+        tiled = ops.tile_nibbles(self.stored_planes, self.grade_canonical, self.logical_shape)
+        return self._with_planes(tiled, tiled=True)
+
+    def untile(self):
+        """This weight with GRIT's row-major planes (``self`` if not tiled)."""
+        if not self.tiled:
+            return self
+        return self._with_planes(self.planes, tiled=False)
 
     def dequantize(self):
         """The weight as a plain tensor, by the contract's decode."""
@@ -201,7 +258,11 @@ class GritTensor(torch.Tensor):
         return w.t() if self.transposed else w
 
     def _derive(self, plane_fn=None, **changes):
-        planes = [plane_fn(p) if plane_fn else p for p in self.planes]
+        """A GritTensor over the stored planes (each through plane_fn) with attributes changed."""
+        return self._with_planes([plane_fn(p) if plane_fn else p for p in self.stored_planes],
+                                 **changes)
+
+    def _with_planes(self, planes, **changes):
         attrs = [changes.get(n, getattr(self, n)) for n in self.ATTRIBUTE_NAMES]
         return GritTensor(*planes, *attrs)
 
@@ -213,17 +274,17 @@ class GritTensor(torch.Tensor):
                                           ", transposed view" if self.transposed else "",
                                           self.dtype, self.device)
         name = " (%s)" % grade.name if grade.name else ""
-        return "GritTensor(grade=%s%s, gid=%s, shape=%s%s, dtype=%s, device=%s, placement=%r)" % (
+        return "GritTensor(grade=%s%s, gid=%s, shape=%s%s, dtype=%s, device=%s, placement=%r%s)" % (
             self.grade_canonical, name, self.descriptor.gid, tuple(self.shape),
             ", transposed view" if self.transposed else "", self.dtype, self.device,
-            self.placement)
+            self.placement, ", CPU tile layout" if self.tiled else "")
 
     # -- the subclass protocol -----------------------------------------------------
 
     def _stable_hash_for_caching(self):
         # Metadata only, never the bytes: it is all a compiled graph specialises on.
         key = (self.__tensor_flatten__()[1], self.requires_grad,
-               [(tuple(p.shape), p.stride(), str(p.dtype), str(p.device)) for p in self.planes])
+               [(tuple(p.shape), p.stride(), str(p.dtype), str(p.device)) for p in self.stored_planes])
         return hashlib.blake2b(repr(key).encode(), digest_size=16).hexdigest()
 
     def __tensor_flatten__(self):
@@ -290,8 +351,10 @@ def _to_copy(func, args, kwargs):
     layout = kwargs.get("layout")
     if layout not in (None, torch.strided):
         raise TypeError("GritTensor cannot change layout to %s" % layout)
-    device = kwargs.get("device") or self.device
+    device = torch.device(kwargs.get("device") or self.device)
     non_blocking = kwargs.get("non_blocking", False)
+    if self.tiled and device.type != "cpu":
+        self = self.untile()  # the tile layout is the CPU kernels'; other devices read planes
     # The bytes move untouched; a dtype change only changes what dequantize returns.
     return self._derive(lambda p: p.to(device=device, non_blocking=non_blocking, copy=True),
                         logical_dtype=dtype)
@@ -324,7 +387,9 @@ def _copy_(func, args, kwargs):
                              "source has %r; copying the bytes would reinterpret them (build the "
                              "destination like the source, e.g. GritLinear(..., grade=...))"
                              % (what, getattr(dst, attr), getattr(src, attr)))
-    for d, s in zip(dst.planes, src.planes):
+    if src.tiled != dst.tiled:  # the same GRIT bytes, held in the other layout
+        src = src.tile() if dst.tiled else src.untile()
+    for d, s in zip(dst.stored_planes, src.stored_planes):
         d.copy_(s)
     return dst
 

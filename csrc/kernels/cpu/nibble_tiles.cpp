@@ -34,7 +34,7 @@ void untile_plane(const uint8_t* tiled, int64_t row_bytes, int64_t r0, int64_t r
 
 namespace {
 
-// Tiles [t0, t1) through scratch planes: untiled rows, the variant's
+// Tiles [t0, t1) through scratch planes: untiled rows, the table's
 // linear_tiles on them (the reference where it falls back), y scattered
 // into its columns when m > 1.
 Status untiled_tiles(const KernelTable& kt, const TiledNibbles& w, const LinearPlan& plan, const float* x,
@@ -78,9 +78,7 @@ Status untiled_tiles(const KernelTable& kt, const TiledNibbles& w, const LinearP
 Status tiled_linear_tiles(const KernelTable& kt, const TiledNibbles& w, const float* x, int64_t m,
                           const float* bias, int64_t tile_begin, int64_t tile_end, float* y) {
   if (tile_begin >= tile_end) return Status::Ok();
-  // The plan's tables depend on the grade and the level-1 plane only; its
-  // weight is the tiled one (planes 0 and 1 are not row-major there, and
-  // only tiled_gemv reads them, through tdata/tscale0).
+  // The plan's tables depend on the grade and the level-1 plane only.
   PackedWeight whole;
   whole.grade = w.grade;
   whole.n = w.n;
@@ -89,23 +87,24 @@ Status tiled_linear_tiles(const KernelTable& kt, const TiledNibbles& w, const fl
   whole.planes[3] = w.aux;
   LinearPlan plan;
   make_plan(whole, &plan);
-  std::vector<uint8_t> slow(static_cast<size_t>(tile_end - tile_begin), 1);
-  if (m == 1 && kt.tiled_gemv != nullptr) {
-    const Status s = kt.tiled_gemv(plan, w.data, w.scale0, x, bias, tile_begin, tile_end, y, slow.data());
-    if (!s.ok()) return s;
+  if (kt.reads_tiles && plan.kind == FastKind::kNibble) {
+    plan.tiled = true;
+    plan.w.planes[0] = Plane{w.data, static_cast<uint64_t>(tiled_plane_bytes(w.n, w.k / 2))};
+    plan.w.planes[1] = Plane{w.scale0, static_cast<uint64_t>(tiled_plane_bytes(w.n, w.k / w.grade->k0))};
+    bool fallback = false;
+    const Status s = kt.linear_tiles(plan, x, m, bias, tile_begin, tile_end, y, &fallback);
+    if (!s.ok() || !fallback) return s;
+    // A kNibble plan never falls back today; if one did, the reference
+    // kernel below recomputes every tile.
+    plan.tiled = false;
+    plan.w.planes[0] = plan.w.planes[1] = Plane{};
   }
-  // Runs of slow tiles, a few at a time (a scratch buffer of 64 rows).
+  // A table that reads row-major planes only: runs of tiles, a few at a
+  // time (a scratch buffer of 64 rows).
   constexpr int64_t kRun = 4;
-  for (int64_t t = tile_begin; t < tile_end;) {
-    if (!slow[static_cast<size_t>(t - tile_begin)]) {
-      ++t;
-      continue;
-    }
-    int64_t e = t + 1;
-    while (e < tile_end && e - t < kRun && slow[static_cast<size_t>(e - tile_begin)]) ++e;
-    const Status s = untiled_tiles(kt, w, plan, x, m, bias, t, e, y);
+  for (int64_t t = tile_begin; t < tile_end; t += kRun) {
+    const Status s = untiled_tiles(kt, w, plan, x, m, bias, t, std::min(tile_end, t + kRun), y);
     if (!s.ok()) return s;
-    t = e;
   }
   return Status::Ok();
 }

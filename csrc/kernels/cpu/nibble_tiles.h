@@ -5,7 +5,8 @@
 // row-major planes costs a 16x16 dword transpose per 128 columns of a tile:
 // in the batch-1 pair loop that is as much work as the arithmetic. This
 // layout stores the code plane (data) and the scale-code plane (scale0)
-// already transposed, so a tile's dword is one vector load. It is a kernel
+// already transposed, so a tile's dword is one vector load (the SIMD
+// variants' NibbleDecoder<..., kTiled>, selected by LinearPlan::tiled). It is a kernel
 // layout, not a GRIT placement: the bytes are GRIT's, permuted and padded;
 // untiling gives the planes back bit for bit, and only planes are exported.
 //
@@ -46,11 +47,10 @@ struct TiledNibbles {
 
 // y[i, rows of tiles [tile_begin, tile_end)] for the m rows of x [m, k]
 // (float32, row-major; y [m, n]; bias may be null): the bits of
-// packed_linear on the untiled planes, with kernel table kt. Batch 1 on a
-// table with a tiled_gemv entry reads the tiles in place; any tile that
-// entry does not take, and every other call, untiles 16 rows at a time into
-// a scratch buffer and runs kt.linear_tiles there (the reference kernel if
-// that falls back).
+// packed_linear on the untiled planes, with kernel table kt. A table with
+// reads_tiles (every SIMD variant) decodes the tiles in place, any batch
+// size; the scalar reference untiles 16-64 rows at a time into a scratch
+// buffer and runs on those.
 Status tiled_linear_tiles(const KernelTable& kt, const TiledNibbles& w, const float* x, int64_t m,
                           const float* bias, int64_t tile_begin, int64_t tile_end, float* y);
 

@@ -13,6 +13,7 @@
 
 #include "kernels/cpu/packed_linear_cpu.h"
 #include "kernels/cpu/packed_linear_int4g.h"
+#include "kernels/cpu/nibble_tiles.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 
@@ -276,7 +277,7 @@ namespace grit {
 namespace cpu {
 namespace {
 
-const KernelTable kTable{Isa::kAvx2, &simd_linear_entry, &simd_decode_entry, &simd_int4g_entry};
+const KernelTable kTable{Isa::kAvx2, &simd_linear_entry, &simd_decode_entry, &simd_int4g_entry, true};
 
 }  // namespace
 

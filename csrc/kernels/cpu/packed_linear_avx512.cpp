@@ -298,9 +298,9 @@ namespace grit {
 namespace cpu {
 namespace {
 
-const KernelTable kTable{Isa::kAvx512, &simd_linear_entry, &simd_decode_entry, &simd_int4g_entry};
+const KernelTable kTable{Isa::kAvx512, &simd_linear_entry, &simd_decode_entry, &simd_int4g_entry, true};
 const KernelTable kBf16Table{Isa::kAvx512Bf16, &simd_linear_pairs_entry, &simd_decode_entry,
-                              &simd_int4g_entry, &simd_tiled_gemv_entry};
+                              &simd_int4g_entry, true};
 
 }  // namespace
 

@@ -83,6 +83,10 @@ struct LinearPlan {
   float elem[16] = {};       // kNibble*: the value of each element code
   float s0[256] = {};        // scale0 code -> S (make_plan: times the per-tensor level-1 scale)
   float zp[256] = {};        // kNibbleAffine: zero-point code -> z (+1 under zpc=minus1)
+  // kNibble only: w.planes[0] and [1] hold the CPU tile layout
+  // (nibble_tiles.h) instead of row-major planes; only a KernelTable with
+  // reads_tiles may be handed such a plan.
+  bool tiled = false;
 };
 
 // The fast decoder a grade gets (kNone: the reference kernel).
@@ -121,15 +125,10 @@ struct KernelTable {
   // right (a huge scale whose codes stay finite is valid).
   Status (*int4g_tiles)(const Int4gWeight& w, const float* x, int64_t m, const float* bias,
                         int64_t tile_begin, int64_t tile_end, float* y, bool* suspect);
-  // Batch 1 over the CPU tile layout (nibble_tiles.h), tiles [tile_begin,
-  // tile_end) of p's weight, whose data and scale0 are tiled at tdata and
-  // tscale0: the pair path reading each tile in place. A tile it does not
-  // take (p's form, x not bfloat16-exact, a scale code whose group does not
-  // factor) gets slow[t - tile_begin] = 1 and is left for the caller; the
-  // others get 0 and their y. Null in a variant without the pair path.
-  Status (*tiled_gemv)(const LinearPlan& p, const uint8_t* tdata, const uint8_t* tscale0, const float* x,
-                       const float* bias, int64_t tile_begin, int64_t tile_end, float* y,
-                       uint8_t* slow) = nullptr;
+  // Whether linear_tiles reads a kNibble plan whose `tiled` is set (data
+  // and scale0 in the CPU tile layout, nibble_tiles.h) in place. False for
+  // the scalar reference, which reads row-major planes only.
+  bool reads_tiles = false;
 };
 
 const KernelTable& kernels_for(Isa isa);  // isa must be supported

@@ -2,12 +2,12 @@
 // planes back, and packed_linear over tiled planes returns the reference
 // kernel's bits on every variant this CPU runs, batch 1 and larger,
 // encoded planes and random ones (NaN, infinite and non-factoring scale
-// codes included), with the in-place batch-1 path taking exactly the tiles
-// it may.
+// codes included), the SIMD variants reading the tiles in place.
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "grit/encode.h"
@@ -158,34 +158,54 @@ TEST(NibbleTiles, EveryVariantGivesThePlanesBits) {
   }
 }
 
-// The in-place path takes a tile exactly when every scale code of it
-// factors (MXFP4: E8M0 codes 1..s0_factor_from-1) and x is bfloat16-exact.
-TEST(NibbleTiles, InPlacePathTakesExactlyTheFactoringTiles) {
-  if (!grit::cpu::isa_supported(Isa::kAvx512Bf16)) GTEST_SKIP() << "this CPU has no AVX512_BF16 variant";
-  const auto& kt = grit::cpu::kernels_for(Isa::kAvx512Bf16);
-  ASSERT_NE(kt.tiled_gemv, nullptr);
-  const grit::Grade& g = *grit::reference_grade("MXFP4")->grade;
-  const int64_t n = 64, k = 160;  // 4 tiles; 5 groups a row (a partial scale dword)
-  Planes pl = encoded(g, n, k, 23);
-  pl.p[1][1 * 16 * 5 + 3 * 5 + 4] = 0;    // tile 1, row 3, last group: code 0 (2^-127 does not factor)
-  pl.p[1][2 * 16 * 5 + 15 * 5 + 0] = 255;  // tile 2, row 15: NaN
-  const Tiled t = tile(g, pl, n, k);
-  grit::cpu::PackedWeight pw = packed(g, pl, n, k);
-  pw.planes[0] = pw.planes[1] = grit::Plane{};
-  grit::cpu::LinearPlan plan;
-  grit::cpu::make_plan(pw, &plan);
-  for (bool bf16 : {true, false}) {
-    const std::vector<float> x = activations(k, bf16, 29);
-    std::vector<float> y(static_cast<size_t>(n));
-    uint8_t slow[4] = {9, 9, 9, 9};
-    ASSERT_TRUE(kt.tiled_gemv(plan, t.data.data(), t.scale0.data(), x.data(), nullptr, 0, 4, y.data(), slow).ok());
-    if (bf16) {
-      EXPECT_EQ(slow[0], 0);
-      EXPECT_EQ(slow[1], 1);
-      EXPECT_EQ(slow[2], 1);
-      EXPECT_EQ(slow[3], 0);
-    } else {
-      for (uint8_t s : slow) EXPECT_EQ(s, 1);
+// Every SIMD variant's linear_tiles decodes a tiled plan in place (scalar
+// reads row-major planes only and says so): handed the tiled bytes, with no
+// row-major copy anywhere, it returns the reference's bits on the planes,
+// batch 1 and 3, bfloat16-exact and plain float32 x, with a scale code 0
+// (2^-127, not factoring) in one tile, a NaN code in another and a partial
+// last tile whose padding rows hold code 0. On avx512_bf16 the pair path
+// runs for the bfloat16-exact x.
+TEST(NibbleTiles, SimdVariantsReadTheTilesInPlace) {
+  const Shape shapes[] = {{"MXFP4", 57, 160}, {"NVF4", 40, 160}, {"MXFP4", 32, 4096}};
+  for (const Shape& s : shapes) {
+    const grit::Grade& g = *grit::reference_grade(s.grade)->grade;
+    Planes pl = encoded(g, s.n, s.k, 23);
+    const int64_t groups = s.k / g.k0;
+    pl.p[1][1 * 16 * groups + 3 * groups + groups - 1] = 0;  // tile 1, row 3, last group
+    pl.p[1][0 * 16 * groups + 15 * groups + 0] = 255;         // tile 0, row 15: NaN under E8M0
+    const Tiled t = tile(g, pl, s.n, s.k);
+    const grit::cpu::PackedWeight w = packed(g, pl, s.n, s.k);
+    grit::cpu::PackedWeight side = w;
+    side.planes[0] = side.planes[1] = grit::Plane{};
+    grit::cpu::LinearPlan plan;
+    grit::cpu::make_plan(side, &plan);
+    ASSERT_EQ(plan.kind, grit::cpu::FastKind::kNibble) << s.grade;
+    plan.tiled = true;
+    plan.w.planes[0] = grit::Plane{t.data.data(), t.data.size()};
+    plan.w.planes[1] = grit::Plane{t.scale0.data(), t.scale0.size()};
+    const int64_t tiles = grit::cpu::linear_tile_count(s.n);
+    for (Isa isa : grit::cpu::kAllIsas) {
+      if (!grit::cpu::isa_supported(isa)) continue;
+      const auto& kt = grit::cpu::kernels_for(isa);
+      EXPECT_EQ(kt.reads_tiles, isa != Isa::kScalar) << grit::cpu::isa_name(isa);
+      if (!kt.reads_tiles) continue;
+      for (int64_t m : {1, 3}) {
+        for (bool bf16 : {true, false}) {
+          const std::vector<float> x = activations(m * s.k, bf16, 29);
+          std::vector<float> want(static_cast<size_t>(m * s.n)), got(want.size(), -7.0f);
+          ASSERT_TRUE(grit::cpu::linear_tiles(w, x.data(), m, nullptr, 0, tiles, want.data()).ok());
+          const uint64_t pairs = grit::cpu::pair_path_calls();
+          bool fallback = false;
+          ASSERT_TRUE(kt.linear_tiles(plan, x.data(), m, nullptr, 0, tiles, got.data(), &fallback).ok());
+          EXPECT_FALSE(fallback);
+          EXPECT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * sizeof(float)))
+              << grit::cpu::isa_name(isa) << " " << s.grade << " " << s.n << "x" << s.k << " m=" << m
+              << (bf16 ? " bf16 x" : " f32 x");
+          if (isa == Isa::kAvx512Bf16 && bf16 && std::string(s.grade) == "MXFP4") {
+            EXPECT_GT(grit::cpu::pair_path_calls(), pairs) << "the pair path did not run, m=" << m;
+          }
+        }
+      }
     }
   }
 }

@@ -12,30 +12,26 @@ from torch import nn
 from .nn import GritLinear
 
 
-def _grit_linears(model):
+def _apply(model, take, act):
+    """act(layer) for every GritLinear of ``model`` whose weight ``take`` accepts; their names."""
     if not isinstance(model, nn.Module):
         raise TypeError("expected an nn.Module; found %s" % type(model).__name__)
-    return [(name, m) for name, m in model.named_modules() if isinstance(m, GritLinear)]
+    done = []
+    for name, layer in model.named_modules():
+        if isinstance(layer, GritLinear) and take(layer.weight):
+            act(layer)
+            done.append(name)
+    return done
 
 
 def tile_(model):
     """Tile every GritLinear weight of ``model`` that can be (``GritTensor.can_tile``: on CPU,
     MXFP4, NVF4 and their siblings), in place. Returns the names of the layers tiled now
     or before; the others (other grades or devices) keep their planes."""
-    done = []
-    for name, layer in _grit_linears(model):
-        if layer.weight.can_tile:
-            layer.tile_()
-            done.append(name)
-    return done
+    return _apply(model, lambda w: w.can_tile, GritLinear.tile_)
 
 
 def untile_(model):
     """Give every tiled GritLinear weight of ``model`` GRIT's planes back, in place.
     Returns the names of the layers untiled."""
-    done = []
-    for name, layer in _grit_linears(model):
-        if layer.weight.tiled:
-            layer.untile_()
-            done.append(name)
-    return done
+    return _apply(model, lambda w: w.tiled, GritLinear.untile_)

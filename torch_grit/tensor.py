@@ -387,8 +387,10 @@ def _copy_(func, args, kwargs):
                              "source has %r; copying the bytes would reinterpret them (build the "
                              "destination like the source, e.g. GritLinear(..., grade=...))"
                              % (what, getattr(dst, attr), getattr(src, attr)))
-    if src.tiled != dst.tiled:  # the same GRIT bytes, held in the other layout
-        src = src.tile() if dst.tiled else src.untile()
+    if dst.tiled and not src.tiled:  # the same GRIT bytes, held in the other layout
+        src = (src if src.device == dst.device else src.to(dst.device)).tile()
+    elif src.tiled and not dst.tiled:
+        src = src.untile()
     for d, s in zip(dst.stored_planes, src.stored_planes):
         d.copy_(s)
     return dst

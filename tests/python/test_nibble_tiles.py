@@ -7,6 +7,7 @@ infinite scales included; opcheck on the three ops; gradients; refusals."""
 import pytest
 import torch
 
+import torch_grit
 from torch_grit import _C, ops
 
 ISAS = tuple(_C.cpu_isas_supported())
@@ -185,3 +186,32 @@ def test_refuses_wrong_sizes_and_types_naming_the_plane():
         ops.packed_linear_tiled(_x((1,), 96, torch.bfloat16), tiled, "MXFP4", shape)
     with pytest.raises(ValueError, match=r"plane 'data' must hold"):
         ops.untile_nibbles([tiled[0][:64], tiled[1]], "MXFP4", shape)
+
+
+# -- a property: any shape, any plane bytes, any variant -------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=150, derandomize=True, database=None, deadline=None)
+@given(grade=st.sampled_from(GRADES), rows=st.integers(1, 50), groups=st.integers(1, 20),
+       batch=st.integers(1, 4), isa=st.sampled_from(ISAS),
+       dtype=st.sampled_from(DTYPES), seed=st.integers(0, 2**31 - 1))
+def test_any_shape_and_bytes_give_the_planes_bits(grade, rows, groups, batch, isa, dtype, seed):
+    """Uniformly random plane bytes (NaN, zero and non-factoring scale codes, a
+    random per-tensor scale for NVF4) on random ragged shapes: the tiled op
+    returns packed_linear's bits on the variant drawn."""
+    k = groups * (16 if grade.startswith("NVF4") else 32)
+    g = torch.Generator().manual_seed(seed)
+    sizes = torch_grit.Grade.parse(grade)._native.plane_bytes(rows * k)
+    planes = [torch.randint(0, 256, (b,), dtype=torch.uint8, generator=g) for b in sizes]
+    x = torch.randn(batch, k, generator=g).to(dtype)
+    previous = _C._set_cpu_isa(isa)
+    try:
+        want = torch.ops.grit.packed_linear(x, *planes, grade, [rows, k], None)
+        got = ops.packed_linear_tiled(x, ops.tile_nibbles(planes, grade, (rows, k)), grade,
+                                      (rows, k))
+    finally:
+        _C._set_cpu_isa(previous)
+    assert _same_bits(got, want), (grade, rows, k, batch, isa, dtype)

@@ -197,6 +197,21 @@ def test_cpp_program_gives_pythons_outputs_bit_for_bit(run_scripted, grade):
     assert "-> output [3, 5, 64] Float" in stdout
 
 
+@pytest.mark.parametrize("grade", ["MXFP4", "NVF4"])
+def test_cpp_program_runs_a_tiled_model_bit_for_bit(run_scripted, grade):
+    """A model in the CPU tile layout (torch_grit.tile_): its twins call
+    grit::packed_linear_tiled, which the C++ program's ops library registers."""
+    model = quantized_mlp(grade)
+    x = torch.randn(2, 256)
+    with torch.no_grad():
+        want = model(x)
+    assert torch_grit.tile_(model) == ["0", "3"]
+    scripted = torch.jit.script(model)
+    assert isinstance(model[0], ScriptableGritLinear) and model[0].tiled  # swapped in place
+    y, _ = run_scripted(scripted, x)
+    assert torch.equal(y, want)
+
+
 def test_cpp_program_bfloat16(run_scripted):
     model = quantized_mlp("MXFP4").to(torch.bfloat16)
     x = torch.randn(4, 256, dtype=torch.bfloat16)

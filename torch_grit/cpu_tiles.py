@@ -2,7 +2,7 @@
 
 The tile layout (``GritTensor.tile``) holds the same bytes with each 16-row
 tile's 32-bit words one vector apart, so the CPU kernels read them without
-transposing: the same bits, batch 1 MXFP4 about 1.3x faster on the machine
+transposing: the same bits, batch 1 MXFP4 1.26-1.86x faster on the machine
 the README names. It is a kernel layout, not a GRIT placement: saves,
 ``state_dict`` and ``dequantize`` see GRIT's planes.
 """

@@ -74,10 +74,10 @@ class GritTensor(torch.Tensor):
     On CPU a 4-bit weight (MXFP4, NVF4 and their siblings) may be held in
     the CPU tile layout (``tile()``, ``torch_grit.tile_(model)``): the same
     bytes with each 16-row tile's 32-bit words one vector apart, which the
-    kernels read without transposing (batch 1 MXFP4 about 1.3x faster). It
-    is a kernel layout, not a GRIT placement: ``planes``, ``descriptor``,
-    ``dequantize`` and every save see GRIT's planes (untiled on the fly),
-    and ``stored_planes`` are the bytes as held.
+    kernels read without transposing (batch 1 MXFP4 1.26-1.86x faster in
+    the README's bench runs). It is a kernel layout, not a GRIT placement:
+    ``planes``, ``descriptor``, ``dequantize`` and every save see GRIT's
+    planes (untiled on the fly), and ``stored_planes`` are the bytes as held.
     """
 
     # Declared once: flatten/unflatten, repr and every derived copy read these.

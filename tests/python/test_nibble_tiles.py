@@ -95,21 +95,19 @@ def test_non_finite_scales_and_activations_same_bits(isa):
             assert torch.isnan(got[0, 0]) and not torch.isnan(got[0, 1:16]).any() or poison_x
 
 
-def test_batch_one_reads_the_tiles_in_place():
-    if "avx512_bf16" not in ISAS:
-        pytest.skip("this CPU cannot run the avx512_bf16 kernels (the in-place path needs vdpbf16ps)")
-    previous = _C._set_cpu_isa("avx512_bf16")
-    try:
-        shape = (64, 256)
-        planes = _planes("MXFP4", shape)
-        tiled = ops.tile_nibbles(planes, "MXFP4", shape)
-        x = _x((1,), shape[1], torch.bfloat16)
-        before = _C._cpu_pair_path_calls()
-        got = ops.packed_linear_tiled(x, tiled, "MXFP4", shape)
-        assert _C._cpu_pair_path_calls() > before
-        assert _same_bits(got, ops.packed_linear(x, planes, "MXFP4", shape))
-    finally:
-        _C._set_cpu_isa(previous)
+def test_batch_one_takes_the_pair_loop_exactly_on_avx512_bf16(isa):
+    """Batch 1, bfloat16 x, MXFP4 tiles: the two-product bfloat16 loop runs on the
+    avx512_bf16 variant and on no other (they have no vdpbf16ps), with the
+    planes' bits either way. (That every SIMD variant decodes the tiles in place
+    is tests/cpp/kernels/test_nibble_tiles.cpp's SimdVariantsReadTheTilesInPlace.)"""
+    shape = (64, 256)
+    planes = _planes("MXFP4", shape)
+    tiled = ops.tile_nibbles(planes, "MXFP4", shape)
+    x = _x((1,), shape[1], torch.bfloat16)
+    before = _C._cpu_pair_path_calls()
+    got = ops.packed_linear_tiled(x, tiled, "MXFP4", shape)
+    assert (_C._cpu_pair_path_calls() > before) == (isa == "avx512_bf16"), isa
+    assert _same_bits(got, ops.packed_linear(x, planes, "MXFP4", shape))
 
 
 def test_same_bits_for_any_thread_count():

@@ -82,6 +82,12 @@ struct LinearPlan {
   uint32_t s0_factor_from = 256;  // the smallest scale0 code whose group does not factor
   float elem[16] = {};       // kNibble*: the value of each element code
   float s0[256] = {};        // scale0 code -> S (make_plan: times the per-tensor level-1 scale)
+  // kNibble, unfactored: s0[c] == s0_e4m3_mul * e4m3(c), finite, for every
+  // normal E4M3 code c (magnitude bits 8..126; checked on each against s0
+  // itself), so the SIMD decoders may form those scales arithmetically; a
+  // super-block holding any other code (zero, subnormal, NaN) takes s0.
+  bool s0_e4m3 = false;
+  float s0_e4m3_mul = 1.0f;
   float zp[256] = {};        // kNibbleAffine: zero-point code -> z (+1 under zpc=minus1)
   // kNibble only: w.planes[0] and [1] hold the CPU tile layout
   // (nibble_tiles.h) instead of row-major planes; only a KernelTable with

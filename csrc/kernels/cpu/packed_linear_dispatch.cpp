@@ -228,6 +228,23 @@ void choose_map(const float table[256], CodeMap* map, uint32_t* mask) {
   *map = CodeMap::kTable;
 }
 
+// Whether table[c] == mul * e4m3(c), finite, for every normal E4M3 code
+// (magnitude bits 8..126): sign, then the code's exponent and fraction
+// fields moved into binary32's, the exponent rebiased by 127 - 7. The
+// SIMD decoders form exactly these bits (packed_linear_simd.inc).
+bool e4m3_shortcut(const float table[256], float mul) {
+  for (uint32_t c = 0; c < 256; ++c) {
+    const uint32_t mag = c & 0x7Fu;
+    if (mag < 8 || mag == 0x7F) continue;
+    const uint32_t bits = ((c & 0x80u) << 24) | ((mag << 20) + (120u << 23));
+    float v;
+    std::memcpy(&v, &bits, 4);
+    v = mul * v;
+    if (!std::isfinite(v) || !same_bits(table[c], v)) return false;
+  }
+  return true;
+}
+
 // Element tables of 4-bit formats, packed low nibble first, one code per
 // nibble, every value finite (a code that decodes to NaN or an infinity
 // would need the per-element NaN rule; those grades use the reference).
@@ -270,6 +287,7 @@ void make_grade_tables(const Grade& g, LinearPlan* p) {
       nibble_elements(g, p->elem);
       for (uint32_t c = 0; c < 256; ++c) p->s0[c] = fmt_decode(g.scale0, c);
       choose_map(p->s0, &p->s0_map, &p->s0_mask);
+      p->s0_e4m3 = p->kind == FastKind::kNibble && !p->factor && e4m3_shortcut(p->s0, 1.0f);
       p->s0_factor_from = 256;
       for (uint32_t c = 0; c < 256 && p->factor; ++c)
         if (!law_group_factored(p->s0[c], p->elem_maxabs)) {
@@ -347,6 +365,8 @@ void make_plan(const PackedWeight& w, LinearPlan* p) {
     const float s1 = fmt_decode(g.scale1, read_bits_lsb(w.planes[2].data, 0, w1));
     for (uint32_t c = 0; c < 256; ++c) p->s0[c] = canonical(s1 * p->s0[c]);
     choose_map(p->s0, &p->s0_map, &p->s0_mask);
+    p->s0_e4m3_mul = s1;
+    p->s0_e4m3 = !p->factor && e4m3_shortcut(p->s0, s1);
   }
   if (!form_supported(*p)) p->kind = FastKind::kNone;
 }

@@ -16,15 +16,15 @@
 
 #include "grit/grit.h"
 #include "kernels/cpu/nibble_tiles.h"
+#include "nibble_planes.h"
 #include "kernels/cpu/packed_linear_cpu.h"
 
 namespace {
 
 using grit::cpu::Isa;
-
-struct Planes {
-  std::vector<uint8_t> p[4];
-};
+using nibble_test::activations;
+using nibble_test::packed;
+using nibble_test::Planes;
 
 // Random element codes, scale codes drawn from the normal E4M3 codes (both
 // signs), the per-tensor scale s1.
@@ -39,31 +39,6 @@ Planes normal_code_planes(const grit::Grade& g, int64_t n, int64_t k, float s1, 
   EXPECT_EQ(out.p[2].size(), 4u);
   std::memcpy(out.p[2].data(), &s1, 4);
   return out;
-}
-
-grit::cpu::PackedWeight packed(const grit::Grade& g, const Planes& pl, int64_t n, int64_t k) {
-  grit::cpu::PackedWeight w;
-  w.grade = &g;
-  w.n = n;
-  w.k = k;
-  for (int i = 0; i < 4; ++i) w.planes[i] = grit::Plane{pl.p[i].data(), pl.p[i].size()};
-  return w;
-}
-
-std::vector<float> activations(int64_t count, bool bf16, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal;
-  std::vector<float> x(static_cast<size_t>(count));
-  for (auto& e : x) {
-    e = normal(rng);
-    if (bf16) {
-      uint32_t u;
-      std::memcpy(&u, &e, 4);
-      u &= 0xFFFF0000u;
-      std::memcpy(&e, &u, 4);
-    }
-  }
-  return x;
 }
 
 const grit::Grade& nvf4() { return *grit::reference_grade("NVF4")->grade; }

@@ -13,10 +13,14 @@
 #include "grit/encode.h"
 #include "grit/grit.h"
 #include "kernels/cpu/nibble_tiles.h"
+#include "nibble_planes.h"
 
 namespace {
 
 using grit::cpu::Isa;
+using nibble_test::activations;
+using nibble_test::packed;
+using nibble_test::Planes;
 
 struct Shape {
   const char* grade;
@@ -24,10 +28,6 @@ struct Shape {
 };
 const Shape kShapes[] = {{"MXFP4", 17, 96}, {"MXFP4", 33, 512}, {"MXFP4", 16, 32},
                          {"MXFP4", 48, 160}, {"NVF4", 17, 48},   {"NVF4", 40, 160}};
-
-struct Planes {
-  std::vector<uint8_t> p[4];
-};
 
 Planes encoded(const grit::Grade& g, int64_t n, int64_t k, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -75,32 +75,6 @@ grit::cpu::TiledNibbles tiled_weight(const grit::Grade& g, const Planes& pl, con
   w.scale1 = grit::Plane{pl.p[2].data(), pl.p[2].size()};
   w.aux = grit::Plane{pl.p[3].data(), pl.p[3].size()};
   return w;
-}
-
-grit::cpu::PackedWeight packed(const grit::Grade& g, const Planes& pl, int64_t n, int64_t k) {
-  grit::cpu::PackedWeight w;
-  w.grade = &g;
-  w.n = n;
-  w.k = k;
-  for (int i = 0; i < 4; ++i) w.planes[i] = grit::Plane{pl.p[i].data(), pl.p[i].size()};
-  return w;
-}
-
-// Normal values rounded to bfloat16 (the pair path's x), or left as they are.
-std::vector<float> activations(int64_t count, bool bf16, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal;
-  std::vector<float> x(static_cast<size_t>(count));
-  for (auto& e : x) {
-    e = normal(rng);
-    if (bf16) {
-      uint32_t u;
-      std::memcpy(&u, &e, 4);
-      u &= 0xFFFF0000u;
-      std::memcpy(&e, &u, 4);
-    }
-  }
-  return x;
 }
 
 TEST(NibbleTiles, UntileGivesThePlanesBack) {

@@ -1,0 +1,45 @@
+// Helpers shared by the nibble kernel tests (header-only): four planes held
+// by value, a PackedWeight over them, and activations that are normal
+// values, optionally rounded to bfloat16 (the pair path's x).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "grit/grit.h"
+#include "kernels/cpu/packed_linear_cpu.h"
+
+namespace nibble_test {
+
+struct Planes {
+  std::vector<uint8_t> p[4];
+};
+
+inline grit::cpu::PackedWeight packed(const grit::Grade& g, const Planes& pl, int64_t n, int64_t k) {
+  grit::cpu::PackedWeight w;
+  w.grade = &g;
+  w.n = n;
+  w.k = k;
+  for (int i = 0; i < 4; ++i) w.planes[i] = grit::Plane{pl.p[i].data(), pl.p[i].size()};
+  return w;
+}
+
+inline std::vector<float> activations(int64_t count, bool bf16, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal;
+  std::vector<float> x(static_cast<size_t>(count));
+  for (auto& e : x) {
+    e = normal(rng);
+    if (bf16) {
+      uint32_t u;
+      std::memcpy(&u, &e, 4);
+      u &= 0xFFFF0000u;
+      std::memcpy(&e, &u, 4);
+    }
+  }
+  return x;
+}
+
+}  // namespace nibble_test

@@ -88,6 +88,10 @@ struct LinearPlan {
   // super-block holding any other code (zero, subnormal, NaN) takes s0.
   bool s0_e4m3 = false;
   float s0_e4m3_mul = 1.0f;
+  // kNibbleAffine: every product S * e is exact in binary32 (S = d * s0
+  // with d binary16 and s0 an integer code of at most 24 - 11 - (bits of
+  // the largest |e|) bits, e integers), so w = S*e - Z is one FMA.
+  bool affine_fma = false;
   float zp[256] = {};        // kNibbleAffine: zero-point code -> z (+1 under zpc=minus1)
   // kNibble only: w.planes[0] and [1] hold the CPU tile layout
   // (nibble_tiles.h) instead of row-major planes; only a KernelTable with

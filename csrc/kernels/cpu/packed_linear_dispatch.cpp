@@ -1,6 +1,7 @@
 // The dispatch table of the packed_linear CPU kernels and the per-call plan
 // (which fast decoder a grade gets, and its code tables). Plain C++: no
 // instruction beyond the baseline runs here.
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
@@ -245,6 +246,27 @@ bool e4m3_shortcut(const float table[256], float mul) {
   return true;
 }
 
+// Significant bits of a nonnegative integer.
+int bit_length(uint32_t v) {
+  int n = 0;
+  for (; v != 0; v >>= 1) ++n;
+  return n;
+}
+
+// LinearPlan::affine_fma: S = d * s0(code), d binary16 (11 significant
+// bits), s0 the integer code & mask; the elements integers. Then S * e has
+// at most 11 + bits(mask) + bits(max |e|) significant bits and is exact
+// (its magnitude stays far inside binary32's normal range).
+bool affine_products_exact(const LinearPlan& p) {
+  if (p.s0_map != CodeMap::kIntMask) return false;
+  uint32_t emax = 0;
+  for (float e : p.elem) {
+    if (e != std::floor(e) || std::fabs(e) > 65535.0f) return false;
+    emax = std::max(emax, static_cast<uint32_t>(std::fabs(e)));
+  }
+  return 11 + bit_length(p.s0_mask) + bit_length(emax) <= 24;
+}
+
 // Element tables of 4-bit formats, packed low nibble first, one code per
 // nibble, every value finite (a code that decodes to NaN or an infinity
 // would need the per-element NaN rule; those grades use the reference).
@@ -301,6 +323,7 @@ void make_grade_tables(const Grade& g, LinearPlan* p) {
           p->zp[c] = z;
         }
         choose_map(p->zp, &p->zp_map, &p->zp_mask);
+        p->affine_fma = affine_products_exact(*p);
       }
       return;
   }

@@ -1,7 +1,9 @@
 // Helpers shared by the nibble kernel tests (header-only): four planes held
-// by value, a PackedWeight over them, and activations that are normal
-// values, optionally rounded to bfloat16 (the pair path's x).
+// by value (random ones too), a PackedWeight over them, and activations
+// that are normal values, optionally rounded to bfloat16 (the pair path's x).
 #pragma once
+
+#include <gtest/gtest.h>
 
 #include <cstdint>
 #include <cstring>
@@ -16,6 +18,19 @@ namespace nibble_test {
 struct Planes {
   std::vector<uint8_t> p[4];
 };
+
+// Uniformly random bytes in each plane (sized by the grade's equations).
+inline Planes random_planes(const grit::Grade& g, int64_t n, int64_t k, uint32_t seed) {
+  uint64_t bytes[4];
+  EXPECT_TRUE(grit::grade_plane_bytes(g, static_cast<uint64_t>(n * k), bytes).ok());
+  std::mt19937 rng(seed);
+  Planes out;
+  for (int i = 0; i < 4; ++i) {
+    out.p[i].resize(bytes[i]);
+    for (auto& b : out.p[i]) b = static_cast<uint8_t>(rng());
+  }
+  return out;
+}
 
 inline grit::cpu::PackedWeight packed(const grit::Grade& g, const Planes& pl, int64_t n, int64_t k) {
   grit::cpu::PackedWeight w;

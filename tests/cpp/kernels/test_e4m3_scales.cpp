@@ -22,9 +22,7 @@
 namespace {
 
 using grit::cpu::Isa;
-using nibble_test::activations;
-using nibble_test::packed;
-using nibble_test::Planes;
+using namespace nibble_test;  // Planes, random_planes, packed, activations
 
 // Random element codes, scale codes drawn from the normal E4M3 codes (both
 // signs), the per-tensor scale s1.

@@ -18,9 +18,7 @@
 namespace {
 
 using grit::cpu::Isa;
-using nibble_test::activations;
-using nibble_test::packed;
-using nibble_test::Planes;
+using namespace nibble_test;  // Planes, random_planes, packed, activations
 
 struct Shape {
   const char* grade;
@@ -38,18 +36,6 @@ Planes encoded(const grit::Grade& g, int64_t n, int64_t k, uint32_t seed) {
   EXPECT_TRUE(grit::encode(g, v.data(), v.size(), &enc).ok());
   Planes out;
   for (int i = 0; i < 4; ++i) out.p[i] = enc.plane[i];
-  return out;
-}
-
-Planes random_planes(const grit::Grade& g, int64_t n, int64_t k, uint32_t seed) {
-  uint64_t bytes[4];
-  EXPECT_TRUE(grit::grade_plane_bytes(g, static_cast<uint64_t>(n * k), bytes).ok());
-  std::mt19937 rng(seed);
-  Planes out;
-  for (int i = 0; i < 4; ++i) {
-    out.p[i].resize(bytes[i]);
-    for (auto& b : out.p[i]) b = static_cast<uint8_t>(rng());
-  }
   return out;
 }
 

@@ -74,6 +74,8 @@ def main():
     ap.add_argument("--min-mb", type=float, default=1024)
     ap.add_argument("--rounds", type=int, default=20)
     args = ap.parse_args()
+    if not torch.cuda.is_available():
+        raise SystemExit("bench_linear_cuda.py: no CUDA device visible (torch %s)" % torch.__version__)
     bw = read_bandwidth(args.rounds)
     print("## packed_linear on CUDA (%s, torch %s, CUDA %s)\n" % (torch.cuda.get_device_name(), torch.__version__,
                                                                  torch.version.cuda))

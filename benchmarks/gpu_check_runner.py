@@ -71,7 +71,9 @@ def run_module(path):
     spec = importlib.util.spec_from_file_location(os.path.basename(path)[:-3], path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    skip_all = getattr(getattr(mod, "pytestmark", None), "_skip", None)
+    marks = getattr(mod, "pytestmark", [])
+    marks = marks if isinstance(marks, list) else [marks]  # one mark or a list, as pytest takes them
+    skip_all = next((m._skip for m in marks if getattr(m, "_skip", None)), None)
     passed = failed = skipped = 0
     for name in sorted(n for n in dir(mod) if n.startswith("test_")):
         fn = getattr(mod, name)

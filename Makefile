@@ -47,10 +47,14 @@ test-py: build libtorch-example
 # The LibTorch example (examples/cpp): the grit ops built without Python and a
 # C++ program that runs a TorchScript model; tests/python/test_libtorch.py runs
 # it (and builds it itself when this was not run). Incremental, like build.
+# It links the torch-free core and kernels from build/cmake (GRIT_PREBUILT_DIR)
+# instead of compiling them a third time.
 LIBTORCH_BUILD := build/libtorch
 libtorch-example: sysdeps $(VENV)/.deps
-	@test -f $(LIBTORCH_BUILD)/build.ninja || cmake -S examples/cpp -B $(LIBTORCH_BUILD) -G Ninja \
-	  -DCMAKE_BUILD_TYPE=Release \
+	cmake -S . -B $(CMAKE_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+	@grep -qx 'GRIT_PREBUILT_DIR:PATH=$(abspath $(CMAKE_BUILD))' $(LIBTORCH_BUILD)/CMakeCache.txt 2>/dev/null \
+	  || cmake -S examples/cpp -B $(LIBTORCH_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release \
+	  -DGRIT_PREBUILT_DIR=$(abspath $(CMAKE_BUILD)) \
 	  -DCMAKE_PREFIX_PATH="$$($(PY) -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')" >/dev/null
 	cmake --build $(LIBTORCH_BUILD) -j2 --target run_scripted
 

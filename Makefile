@@ -132,7 +132,7 @@ test-cuda-compile: $(VENV)/.deps
 CUDA_TORCH := build/cuda-torch
 CUDA_TORCH_PIN ?= torch==2.14.1
 CUDA_TORCH_TESTS := test_cuda_registered.py test_kernels_cpu.py test_ops.py test_nn.py test_quantize_op_cpu.py test_exact_linear.py \
-  test_int4g_kernels_cpu.py test_kernels_cuda.py test_int4g_cuda.py test_quantize_cuda.py test_grad_input_cuda.py
+  test_int4g_kernels_cpu.py test_kernels_cuda.py test_int4g_cuda.py test_quantize_cuda.py test_grad_input_cuda.py test_cuda_large_batch.py
 test-cuda-build: sysdeps
 	@test -x $(CUDA_TORCH)/venv/bin/python || $(PYTHON_BOOT) -m venv $(CUDA_TORCH)/venv
 	$(CUDA_TORCH)/venv/bin/python -m pip install -q $(CUDA_TORCH_PIN) numpy setuptools wheel ninja pytest \

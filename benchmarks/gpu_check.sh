@@ -49,14 +49,14 @@ torch._C._dispatch_has_kernel_for_dispatch_key('grit::packed_linear', 'CUDA'))" 
 # and the exact mode on this CPU.
 if "$PY" -c "import pytest" 2>/dev/null; then
   timeout 150 "$PY" -m pytest -q -p no:cacheprovider tests/python/test_cuda_registered.py tests/python/test_kernels_cuda.py \
-    tests/python/test_int4g_cuda.py tests/python/test_quantize_cuda.py tests/python/test_grad_input_cuda.py \
+    tests/python/test_int4g_cuda.py tests/python/test_quantize_cuda.py tests/python/test_grad_input_cuda.py tests/python/test_cuda_large_batch.py \
     tests/python/test_kernels_cpu.py \
     tests/python/test_int4g_kernels_cpu.py tests/python/test_quantize_op_cpu.py tests/python/test_exact_linear.py \
     > "$OUT/tests.txt" 2>&1
   log "tests (pytest): rc=$? $(tail -1 "$OUT/tests.txt")"
 else
   timeout 150 "$PY" benchmarks/gpu_check_runner.py tests/python/test_cuda_registered.py tests/python/test_kernels_cuda.py \
-    tests/python/test_int4g_cuda.py tests/python/test_quantize_cuda.py tests/python/test_grad_input_cuda.py \
+    tests/python/test_int4g_cuda.py tests/python/test_quantize_cuda.py tests/python/test_grad_input_cuda.py tests/python/test_cuda_large_batch.py \
     > "$OUT/tests.txt" 2>&1
   log "tests (no pytest here: stand-in runner, CUDA tests only): rc=$? $(tail -1 "$OUT/tests.txt")"
 fi

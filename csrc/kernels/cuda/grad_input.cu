@@ -56,9 +56,10 @@ __global__ void __launch_bounds__(32 * kWarps) grad_input_kernel(Plan p, const G
 template <Kind K, int MB, class GT>
 cudaError_t launch(const Plan& p, const GT* gy, int64_t m, float* gx, int* flag, cudaStream_t s) {
   const int64_t units = (p.k + 31) / 32;
-  const dim3 grid(static_cast<unsigned>((units + kWarps - 1) / kWarps), static_cast<unsigned>((m + MB - 1) / MB));
-  GRIT_LAUNCH(grid, 32 * kWarps, 0, s, grad_input_kernel<K, MB, GT>)(p, gy, m, gx, flag);
-  return cudaGetLastError();
+  return over_batch(m, MB, [&](int64_t i, int64_t rows) {
+    const dim3 grid(static_cast<unsigned>((units + kWarps - 1) / kWarps), static_cast<unsigned>((rows + MB - 1) / MB));
+    GRIT_LAUNCH(grid, 32 * kWarps, 0, s, grad_input_kernel<K, MB, GT>)(p, gy + i * p.n, rows, gx + i * p.k, flag);
+  });
 }
 
 template <Kind K, class GT>

@@ -195,9 +195,10 @@ __global__ void dequantize_kernel(Int4gPlan p, double* out, int* flag) {
 template <int MB, class XT>
 cudaError_t launch(const Int4gPlan& p, const XT* x, int64_t m, const float* bias, XT* y, int* flag,
                    cudaStream_t s) {
-  const dim3 grid(static_cast<unsigned>((p.n + kWarps - 1) / kWarps), static_cast<unsigned>((m + MB - 1) / MB));
-  GRIT_LAUNCH(grid, 32 * kWarps, 0, s, linear_kernel<MB, XT>)(p, x, m, bias, y, flag);
-  return cudaGetLastError();
+  return over_batch(m, MB, [&](int64_t i, int64_t rows) {
+    const dim3 grid(static_cast<unsigned>((p.n + kWarps - 1) / kWarps), static_cast<unsigned>((rows + MB - 1) / MB));
+    GRIT_LAUNCH(grid, 32 * kWarps, 0, s, linear_kernel<MB, XT>)(p, x + i * p.k, rows, bias, y + i * p.n, flag);
+  });
 }
 
 template <class XT>
@@ -209,17 +210,19 @@ cudaError_t by_batch(const Int4gPlan& p, const void* x, int64_t m, const float* 
   if (m <= 2) return launch<2>(p, xp, m, bias, yp, flag, s);
   if (m <= 4) return launch<4>(p, xp, m, bias, yp, flag, s);
   if (m <= 8) return launch<8>(p, xp, m, bias, yp, flag, s);
-  const dim3 grid(static_cast<unsigned>((p.n + kTile - 1) / kTile), static_cast<unsigned>((m + kTile - 1) / kTile));
-  GRIT_LAUNCH(grid, kGemmThreads, 0, s, gemm_kernel<XT>)(p, xp, m, bias, yp, flag);
-  return cudaGetLastError();
+  return over_batch(m, kTile, [&](int64_t i, int64_t rows) {
+    const dim3 grid(static_cast<unsigned>((p.n + kTile - 1) / kTile), static_cast<unsigned>((rows + kTile - 1) / kTile));
+    GRIT_LAUNCH(grid, kGemmThreads, 0, s, gemm_kernel<XT>)(p, xp + i * p.k, rows, bias, yp + i * p.n, flag);
+  });
 }
 
 template <int MB, class GT>
 cudaError_t launch_grad(const Int4gPlan& p, const GT* gy, int64_t m, float* gx, int* flag, cudaStream_t s) {
   const int64_t col_units = (p.k + 31) / 32;
-  const dim3 grid(static_cast<unsigned>((col_units + kWarps - 1) / kWarps), static_cast<unsigned>((m + MB - 1) / MB));
-  GRIT_LAUNCH(grid, 32 * kWarps, 0, s, grad_input_kernel<MB, GT>)(p, gy, m, gx, flag);
-  return cudaGetLastError();
+  return over_batch(m, MB, [&](int64_t i, int64_t rows) {
+    const dim3 grid(static_cast<unsigned>((col_units + kWarps - 1) / kWarps), static_cast<unsigned>((rows + MB - 1) / MB));
+    GRIT_LAUNCH(grid, 32 * kWarps, 0, s, grad_input_kernel<MB, GT>)(p, gy + i * p.n, rows, gx + i * p.k, flag);
+  });
 }
 
 template <class GT>

@@ -235,8 +235,12 @@ __global__ void sparse_fallback_kernel(Plan p, const XT* x, int64_t m, const BT*
 template <Kind K, int MB, class XT, class YT, class BT>
 cudaError_t launch_linear(const Plan& p, const XT* x, int64_t m, const BT* bias, YT* y, int* flag,
                           int64_t* scratch, cudaStream_t s) {
-  const dim3 grid(static_cast<unsigned>((p.n + kWarps - 1) / kWarps), static_cast<unsigned>((m + MB - 1) / MB));
-  GRIT_LAUNCH(grid, 32 * kWarps, 0, s, linear_kernel<K, MB, XT, YT, BT>)(p, x, m, bias, y, flag);
+  const cudaError_t err = over_batch(m, MB, [&](int64_t i, int64_t rows) {
+    const dim3 grid(static_cast<unsigned>((p.n + kWarps - 1) / kWarps), static_cast<unsigned>((rows + MB - 1) / MB));
+    GRIT_LAUNCH(grid, 32 * kWarps, 0, s, linear_kernel<K, MB, XT, YT, BT>)(p, x + i * p.k, rows, bias, y + i * p.n,
+                                                                          flag);
+  });
+  if (err != cudaSuccess) return err;
   if (K == Kind::kInt8Sparse24)
     GRIT_LAUNCH(1, 1024, 0, s, sparse_fallback_kernel<XT, YT, BT>)(p, x, m, bias, y, nullptr, flag, scratch);
   return cudaGetLastError();
@@ -245,8 +249,11 @@ cudaError_t launch_linear(const Plan& p, const XT* x, int64_t m, const BT* bias,
 template <Kind K, class XT, class YT, class BT>
 cudaError_t launch_gemm(const Plan& p, const XT* x, int64_t m, const BT* bias, YT* y, int* flag,
                         int64_t* scratch, cudaStream_t s) {
-  const dim3 grid(static_cast<unsigned>((p.n + kTile - 1) / kTile), static_cast<unsigned>((m + kTile - 1) / kTile));
-  GRIT_LAUNCH(grid, kGemmThreads, 0, s, gemm_kernel<K, XT, YT, BT>)(p, x, m, bias, y, flag);
+  const cudaError_t err = over_batch(m, kTile, [&](int64_t i, int64_t rows) {
+    const dim3 grid(static_cast<unsigned>((p.n + kTile - 1) / kTile), static_cast<unsigned>((rows + kTile - 1) / kTile));
+    GRIT_LAUNCH(grid, kGemmThreads, 0, s, gemm_kernel<K, XT, YT, BT>)(p, x + i * p.k, rows, bias, y + i * p.n, flag);
+  });
+  if (err != cudaSuccess) return err;
   if (K == Kind::kInt8Sparse24)
     GRIT_LAUNCH(1, 1024, 0, s, sparse_fallback_kernel<XT, YT, BT>)(p, x, m, bias, y, nullptr, flag, scratch);
   return cudaGetLastError();

@@ -6,6 +6,8 @@
 // _setjmp/_longjmp pair (no signal-mask system call, unlike swapcontext).
 #include "emu.h"
 
+#include "kernels/cuda/launch.cuh"  // GRIT_MAX_GRID_Y
+
 #include <setjmp.h>
 #include <ucontext.h>
 
@@ -155,7 +157,7 @@ uint64_t exchange(uint64_t mine, int lane_xor) {
 
 void run_grid(dim3 grid, dim3 block, const std::function<void()>& body) {
   if (block.x == 0 || block.x > 1024 || block.y != 1 || block.z != 1 || grid.x == 0 || grid.y == 0 ||
-      grid.y > 65535 || grid.z != 1) {
+      grid.y > GRIT_MAX_GRID_Y || grid.z != 1) {
     g_error = 9;  // cudaErrorInvalidConfiguration
     return;
   }

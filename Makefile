@@ -127,7 +127,7 @@ test-cuda-compile: $(VENV)/.deps
 # into build/cuda-torch (beside the normal build), imported there: every op
 # with a CUDA kernel must have it registered under the CUDA key
 # (test_cuda_registered.py), and the CPU op tests pass on that build (the
-# CUDA tests skip: no device). Opt-in: 5.5 GB and about 16 minutes here
+# CUDA tests skip: no device). Opt-in: 5.5 GB and about 13 minutes here
 # (6 installing); `make test` runs test-cuda-compile instead.
 CUDA_TORCH := build/cuda-torch
 CUDA_TORCH_PIN ?= torch==2.14.1

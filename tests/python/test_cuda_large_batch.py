@@ -35,27 +35,23 @@ def _same(a, b):
     return torch.equal(a.view(torch.int16), b.view(torch.int16))
 
 
-@pytest.mark.parametrize("grade", ("MXFP4", "INT4G32"))
-def test_packed_linear_past_the_grid_limit(grade):
-    planes = _planes(grade)
-    cut = 64 * MAX_GRID_Y
-    m = cut + 100
-    x = torch.randn(m, K, device=DEV, dtype=torch.bfloat16, generator=torch.Generator(DEV).manual_seed(1))
-    y = torch.ops.grit.packed_linear(x, *planes, grade, [N, K], None)
-    assert y.shape == (m, N)
-    for a, b in _windows(m, cut):
-        want = torch.ops.grit.packed_linear(x[a:b].clone(), *planes, grade, [N, K], None)
-        assert _same(y[a:b], want), (grade, a, b)
+# op name: (the call, rows a block along y, the input's columns)
+OPS = {
+    "packed_linear": (lambda t, planes, grade: torch.ops.grit.packed_linear(t, *planes, grade, [N, K], None), 64, K),
+    "packed_linear_grad_input": (
+        lambda t, planes, grade: torch.ops.grit.packed_linear_grad_input(t, *planes, grade, [N, K]), 4, N),
+}
 
 
+@pytest.mark.parametrize("op", sorted(OPS))
 @pytest.mark.parametrize("grade", ("MXFP4", "INT4G32"))
-def test_grad_input_past_the_grid_limit(grade):
+def test_rows_past_the_grid_limit_keep_their_bits(op, grade):
+    run, per_block, cols = OPS[op]
     planes = _planes(grade)
-    cut = 4 * MAX_GRID_Y
+    cut = per_block * MAX_GRID_Y
     m = cut + 100
-    gy = torch.randn(m, N, device=DEV, dtype=torch.bfloat16, generator=torch.Generator(DEV).manual_seed(2))
-    gx = torch.ops.grit.packed_linear_grad_input(gy, *planes, grade, [N, K])
-    assert gx.shape == (m, K)
+    t = torch.randn(m, cols, device=DEV, dtype=torch.bfloat16, generator=torch.Generator(DEV).manual_seed(1))
+    out = run(t, planes, grade)
+    assert out.shape == (m, K if op == "packed_linear_grad_input" else N)
     for a, b in _windows(m, cut):
-        want = torch.ops.grit.packed_linear_grad_input(gy[a:b].clone(), *planes, grade, [N, K])
-        assert _same(gx[a:b], want), (grade, a, b)
+        assert _same(out[a:b], run(t[a:b].clone(), planes, grade)), (op, grade, a, b)

@@ -47,17 +47,17 @@ torch._C._dispatch_has_kernel_for_dispatch_key('grit::packed_linear', 'CUDA'))" 
 # 2. Tests: the CUDA kernels (the exact mode's CPU == CUDA bits among them,
 # INT4G's, quantize's and grad_input's among them), and the CPU kernels, the CPU quantize
 # and the exact mode on this CPU.
+CUDA_TESTS="tests/python/test_cuda_registered.py tests/python/test_kernels_cuda.py tests/python/test_int4g_cuda.py
+  tests/python/test_quantize_cuda.py tests/python/test_grad_input_cuda.py tests/python/test_cuda_large_batch.py"
 if "$PY" -c "import pytest" 2>/dev/null; then
-  timeout 150 "$PY" -m pytest -q -p no:cacheprovider tests/python/test_cuda_registered.py tests/python/test_kernels_cuda.py \
-    tests/python/test_int4g_cuda.py tests/python/test_quantize_cuda.py tests/python/test_grad_input_cuda.py tests/python/test_cuda_large_batch.py \
-    tests/python/test_kernels_cpu.py \
+  # shellcheck disable=SC2086  # the list splits on purpose
+  timeout 150 "$PY" -m pytest -q -p no:cacheprovider $CUDA_TESTS tests/python/test_kernels_cpu.py \
     tests/python/test_int4g_kernels_cpu.py tests/python/test_quantize_op_cpu.py tests/python/test_exact_linear.py \
     > "$OUT/tests.txt" 2>&1
   log "tests (pytest): rc=$? $(tail -1 "$OUT/tests.txt")"
 else
-  timeout 150 "$PY" benchmarks/gpu_check_runner.py tests/python/test_cuda_registered.py tests/python/test_kernels_cuda.py \
-    tests/python/test_int4g_cuda.py tests/python/test_quantize_cuda.py tests/python/test_grad_input_cuda.py tests/python/test_cuda_large_batch.py \
-    > "$OUT/tests.txt" 2>&1
+  # shellcheck disable=SC2086
+  timeout 150 "$PY" benchmarks/gpu_check_runner.py $CUDA_TESTS > "$OUT/tests.txt" 2>&1
   log "tests (no pytest here: stand-in runner, CUDA tests only): rc=$? $(tail -1 "$OUT/tests.txt")"
 fi
 

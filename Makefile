@@ -129,6 +129,9 @@ test-cuda-compile: $(VENV)/.deps
 # (test_cuda_registered.py), and the CPU op tests pass on that build (the
 # CUDA tests skip: no device). Opt-in: 5.5 GB and about 13 minutes here
 # (6 installing); `make test` runs test-cuda-compile instead.
+# The lent GPU machine's own versions (torch 2.11.0+cu130, Python 3.12), from
+# PyPI (4.8 GB; 6m52s here, install, build and tests):
+#   make test-cuda-build CUDA_TORCH_PIN=torch==2.11.0 CUDA_TORCH=build/cuda-torch-211 PYTHON_BOOT=python3.12
 CUDA_TORCH := build/cuda-torch
 CUDA_TORCH_PIN ?= torch==2.14.1
 CUDA_TORCH_TESTS := test_cuda_registered.py test_kernels_cpu.py test_ops.py test_nn.py test_quantize_op_cpu.py test_exact_linear.py \

@@ -44,6 +44,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
     dev = torch.device(args.device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("bench_quantize.py: no CUDA device visible (torch %s)" % torch.__version__)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else platform.processor() or platform.machine()
     print("grit::quantize on %s (%s), torch %s, %d threads" % (dev, name, torch.__version__, torch.get_num_threads()))

@@ -7,6 +7,10 @@
 # tests.txt, bench_cuda.md, bench_quantize_cuda.md. Budget: under 8 minutes.
 #
 #   OUT=/tmp/gpu bash benchmarks/gpu_check.sh
+#
+# A rehearsal without a GPU (a copy of the tree and a CUDA build of torch;
+# the CUDA tests then skip and the benchmarks say there is no device):
+#   PY=build/cuda-torch-211/venv/bin/python GRIT_CUDA_ARCH=9.0 BUILD_TIMEOUT=900 bash benchmarks/gpu_check.sh
 set -u
 cd "$(dirname "$0")/.."
 # The extension is built in place and not installed there: `python script.py`
@@ -29,14 +33,21 @@ log() { echo "[gpu_check +$(( $(date +%s) - T0 ))s] $*" | tee -a "$OUT/summary.t
 } > "$OUT/env.txt" 2>&1
 log "python $PY; $(grep -m1 '^torch' "$OUT/env.txt")"
 
-# 1. Build, for this GPU's architecture only. Without Ninja torch compiles one
-# file at a time: use the development machine's ninja binary if it was carried.
-if ! command -v ninja > /dev/null && ! "$PY" -c "import ninja" 2> /dev/null && [ -x .venv/bin/ninja ]; then
-  mkdir -p build/ninja-bin && cp .venv/bin/ninja build/ninja-bin/ && export PATH="$PWD/build/ninja-bin:$PATH"
-  log "no ninja here: using the carried .venv/bin/ninja ($(ninja --version 2>&1))"
+# 1. Build, for this GPU's architecture only. torch finds Ninja on PATH (and
+# without it compiles one file at a time): take the Python's own (pip's
+# ninja) or, failing that, the development machine's binary if it was carried
+# (the device tool: carry [".venv/bin/ninja"]).
+if ! command -v ninja > /dev/null; then
+  SCRIPTS=$("$PY" -c "import sysconfig; print(sysconfig.get_path('scripts'))")
+  if [ -x "$SCRIPTS/ninja" ]; then
+    export PATH="$SCRIPTS:$PATH"
+  elif [ -x .venv/bin/ninja ]; then
+    mkdir -p build/ninja-bin && cp .venv/bin/ninja build/ninja-bin/ && export PATH="$PWD/build/ninja-bin:$PATH"
+  fi
 fi
-ARCH=$("$PY" -c "import torch; print('%d.%d' % torch.cuda.get_device_capability(0))")
-TORCH_CUDA_ARCH_LIST="$ARCH" MAX_JOBS="$(nproc)" timeout 270 "$PY" setup.py -q build_ext --inplace \
+log "ninja: $(command -v ninja || echo 'none, so one file at a time') $(ninja --version 2>/dev/null)"
+ARCH=${GRIT_CUDA_ARCH:-$("$PY" -c "import torch; print('%d.%d' % torch.cuda.get_device_capability(0))")}
+TORCH_CUDA_ARCH_LIST="$ARCH" MAX_JOBS="$(nproc)" timeout "${BUILD_TIMEOUT:-270}" "$PY" setup.py -q build_ext --inplace \
   -j "$(nproc)" > "$OUT/build.log" 2>&1
 rc=$?
 log "build for sm_${ARCH/./}: rc=$rc"
@@ -51,7 +62,8 @@ CUDA_TESTS="tests/python/test_cuda_registered.py tests/python/test_kernels_cuda.
   tests/python/test_quantize_cuda.py tests/python/test_grad_input_cuda.py tests/python/test_cuda_large_batch.py"
 if "$PY" -c "import pytest" 2>/dev/null; then
   # shellcheck disable=SC2086  # the list splits on purpose
-  timeout 150 "$PY" -m pytest -q -p no:cacheprovider $CUDA_TESTS tests/python/test_kernels_cpu.py \
+  # -o addopts=: the project's own -q on top of this one would drop the summary line.
+  timeout 150 "$PY" -m pytest -q -rs -o addopts= -p no:cacheprovider $CUDA_TESTS tests/python/test_kernels_cpu.py \
     tests/python/test_int4g_kernels_cpu.py tests/python/test_quantize_op_cpu.py tests/python/test_exact_linear.py \
     > "$OUT/tests.txt" 2>&1
   log "tests (pytest): rc=$? $(tail -1 "$OUT/tests.txt")"

@@ -167,6 +167,42 @@ def test_set_cpu_isa_refuses_unknown_names():
 # --------------------------------------------------------------------------- decoders
 
 
+# E8M0 scales under a per-tensor level-1 scale: with s1 exactly 1 the scale
+# table is E8M0's own (the decoders' E8M0 map), but the law never factors a
+# grade with a level-1 scale. The dispatch once sent such a plan to the
+# factored decoder (a macro of two statements under one `if`): codes 0 and 255
+# came out wrong, and the tile layout was read as planes.
+E8M0_L1 = ("grit1(e=e2m1,k0=32,s0=e8m0,k1=0,s1=binary32,esr=exp2floormaxabs)",
+           "grit1(e=e2m1,k0=16,s0=e8m0,k1=0,s1=binary32,esr=exp2floormaxabs)")
+
+
+@pytest.mark.parametrize("grade", E8M0_L1)
+@pytest.mark.parametrize("s1", (1.0, 0.5))
+def test_unfactored_e8m0_plans_take_the_unfactored_decoder(isa, grade, s1):
+    n, k = 40, 160
+    g = torch.Generator().manual_seed(11)
+    native = _native(grade)
+    assert _C.cpu_fast_kind(native) == "nibble"
+    planes = [torch.randint(0, 256, (b,), dtype=torch.uint8, generator=g) for b in native.plane_bytes(n * k)]
+    planes[1] = torch.randint(100, 150, planes[1].shape, dtype=torch.uint8, generator=g)
+    planes[1][0], planes[1][7], planes[1][12] = 255, 0, 254  # NaN, 2^-127, 2^127
+    planes[2][:] = torch.from_numpy(np.array([s1], dtype=np.float32).view(np.uint8))
+    want, err = _C.decode(native, [p.numpy() for p in planes], n * k)
+    assert err is None
+    got, fell_back = _C._cpu_decode(isa, native, [p.numpy() for p in planes], n, k)
+    assert not fell_back
+    assert np.array_equal(np.frombuffer(got, dtype=np.uint32), np.frombuffer(want, dtype=np.uint32)), (isa, s1)
+    assert np.isnan(np.frombuffer(want, dtype=np.float32)).any()
+    tiled = ops.tile_nibbles(planes, grade, (n, k))
+    for m in (1, 3, 9):
+        x = torch.randn(m, k, generator=g)
+        prev = _C._set_cpu_isa("scalar")
+        ref = ops.packed_linear(x, planes, grade, (n, k))
+        _C._set_cpu_isa(prev)
+        assert _same_bits(ops.packed_linear(x, planes, grade, (n, k)), ref), (isa, s1, m, "planes")
+        assert _same_bits(ops.packed_linear_tiled(x, tiled, grade, (n, k)), ref), (isa, s1, m, "tiled")
+
+
 @pytest.mark.parametrize("grade", GRADES)
 def test_decoder_is_the_reference_decode_bit_for_bit(isa, grade):
     for i, shape in enumerate(SHAPES[grade]):

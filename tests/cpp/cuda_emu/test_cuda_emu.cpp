@@ -357,6 +357,96 @@ TEST(CudaEmu, GradInputIsTheLaneOrder) {
   }
 }
 
+// Beyond the reference grades: seeded grades of every device kind (other
+// element, scale and zero-point formats, group sizes, level-1 scales, zero
+// points minus 1, unordered sparse metadata), whose decode the device plan
+// takes from the CPU kernels' grade tables: dequantize, packed_linear (GEMV
+// and GEMM) and grad_input against the core and the documented orders.
+struct SpaceCase {
+  std::string grade;
+  int64_t n, k;
+  bool unit_l1 = false;  // a level-1 binary32/binary16 scale planted as exactly 1
+};
+
+std::vector<SpaceCase> grade_space(int count, uint32_t seed) {
+  static const char* const kElems[] = {"e2m1", "u4", "s4"};
+  static const char* const kCodes[] = {"e2m1", "e4m3", "e8m0", "u2", "u4", "u6", "u8", "s4", "s8"};
+  static const char* const kLevel1[] = {"", "binary32", "binary16", "e8m0", "u8"};
+  std::mt19937 rng(seed);
+  auto pick = [&](auto& a) { return std::string(a[rng() % (sizeof(a) / sizeof(a[0]))]); };
+  std::vector<SpaceCase> out;
+  for (int i = 0; i < count; ++i) {
+    SpaceCase c;
+    const int kind = i % 4;  // nibble twice, affine, sparse
+    int64_t k0 = 32, k1 = 0;
+    if (kind <= 1) {
+      k0 = rng() % 2 ? 32 : 16;
+      const std::string l1 = pick(kLevel1);
+      c.grade = "grit1(e=" + pick(kElems) + ",k0=" + std::to_string(k0) + ",s0=" + pick(kCodes) +
+                (l1.empty() ? "" : ",k1=0,s1=" + l1) + ",esr=ratiomaxabs)";
+      c.unit_l1 = (l1 == "binary32" || l1 == "binary16") && rng() % 2;
+    } else if (kind == 2) {
+      k1 = 1 + rng() % 12;
+      c.grade = "grit1(e=" + pick(kElems) + ",k0=32,s0=" + pick(kCodes) + ",k1=" + std::to_string(k1) +
+                ",s1=binary16,zp=" + pick(kCodes) + ",zps=l1" + (rng() % 2 ? ",zpc=minus1" : "") +
+                ",esr=affineminmax)";
+    } else {
+      c.grade = std::string("grit1(e=s8,k0=32,s0=binary16,sp=2:4:u2:") + (rng() % 2 ? "unord" : "asclsb") +
+                ",esr=ratiomaxabs)";
+    }
+    const int64_t groups = 1 + rng() % 40;  // past 32 units: ragged slices
+    c.k = k0 * groups;
+    c.n = 1 + rng() % 24;
+    if (k1)  // level-1 groups straddle rows: n * k / 32 a multiple of k1
+      while ((c.n * groups) % k1) ++c.n;
+    out.push_back(c);
+  }
+  return out;
+}
+
+TEST(CudaEmu, GradeSpaceIsTheCoreAndTheOrders) {
+  int planned = 0;
+  for (const SpaceCase& t : grade_space(48, 2026)) {
+    const grit::Grade g = grade_of(t.grade);
+    auto p = random_planes(g, t.n, t.k, 51);
+    if (t.unit_l1) {
+      const float one = 1.0f;
+      if (g.scale1 == grit::kBinary32) std::memcpy(p[2].data(), &one, 4);
+      else p[2][0] = 0x00, p[2][1] = 0x3C;  // binary16 1.0
+    }
+    grit::Plane planes[4];
+    as_planes(p, planes);
+    grit::cuda::Plan plan;
+    if (!grit::cuda::make_device_plan(g, planes, t.n, t.k, &plan)) continue;  // a host round trip (its own test)
+    ++planned;
+    const std::string what = t.grade + " n=" + std::to_string(t.n) + " k=" + std::to_string(t.k);
+    const std::vector<float> w = core_decode(g, planes, t.n, t.k);
+    int flag = 0;
+    std::vector<int64_t> scratch(static_cast<size_t>(t.n + 1));
+    std::vector<float> got(w.size(), -1.0f);
+    ASSERT_EQ(grit::cuda::dequantize(plan, got.data(), &flag, scratch.data(), nullptr), cudaSuccess);
+    EXPECT_TRUE(same(got, w, "dequantize " + what));
+    for (int64_t m : {1, 9}) {  // GEMV, GEMM
+      const std::vector<float> x = normal(static_cast<size_t>(m * t.k), static_cast<uint32_t>(m + t.k));
+      std::vector<float> y(static_cast<size_t>(m * t.n));
+      flag = 0;
+      ASSERT_EQ(grit::cuda::packed_linear(plan, x.data(), DType::kFloat32, m, nullptr, DType::kFloat32, y.data(),
+                                          DType::kFloat32, &flag, scratch.data(), nullptr),
+                cudaSuccess);
+      const auto xw = [&](int64_t i, int64_t r, int64_t c) { return x[i * t.k + c] * w[r * t.k + c]; };
+      EXPECT_TRUE(same(y, slice_order(m, t.n, t.k, 32, xw, nullptr), "packed_linear " + what + " m=" + std::to_string(m)));
+      const std::vector<float> gy = normal(static_cast<size_t>(m * t.n), static_cast<uint32_t>(m + t.n));
+      std::vector<float> gx(static_cast<size_t>(m * t.k), -1.0f);
+      flag = 0;
+      ASSERT_EQ(grit::cuda::packed_linear_grad_input(plan, gy.data(), DType::kFloat32, m, gx.data(), &flag, nullptr),
+                cudaSuccess);
+      const auto gw = [&](int64_t i, int64_t r, int64_t c) { return gy[i * t.n + r] * w[r * t.k + c]; };
+      EXPECT_TRUE(same(gx, lane_order(m, t.n, t.k, gw), "grad_input " + what + " m=" + std::to_string(m)));
+    }
+  }
+  EXPECT_GE(planned, 30);  // of 48: a level-1 scale other than binary32/16 has no device kernel (35 here)
+}
+
 // ------------------------------------------------------------------ INT4G
 
 struct Int4gCase {

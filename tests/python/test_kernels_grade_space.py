@@ -91,7 +91,7 @@ def _same_bits(a, b):
     return bool(((ai == bi) | (a.isnan() & b.isnan())).all())
 
 
-@settings(max_examples=120, derandomize=True, database=None, deadline=None)
+@settings(max_examples=400, derandomize=True, database=None, deadline=None)
 @example(case=("grit1(e=e2m1,k0=32,s0=e8m0,k1=0,s1=binary32,esr=exp2floormaxabs)", 32, 0), rows=40, groups=5,
          batch=3, band=True, level1="one", seed=1)  # the E8M0 map without factoring
 @given(case=grades(), rows=st.integers(1, 40), groups=st.integers(1, 12), batch=st.sampled_from((1, 3, 9)),

@@ -26,10 +26,11 @@ $(VENV)/.deps: requirements-dev.txt
 	$(PY) -m pip install -q -r requirements-dev.txt
 	@touch $@
 
-# The console script (torch-grit) comes from one editable install; later
-# builds are incremental (Ninja) in place.
+# The console script (torch-grit) comes from one editable install, which does
+# not compile (GRIT_SKIP_EXT: pip would compile the extension in a folder it
+# then deletes); `build` compiles it in place, incrementally (Ninja).
 $(VENV)/.editable: $(VENV)/.deps pyproject.toml setup.py
-	$(PY) -m pip install -q --no-build-isolation --no-deps -e .
+	GRIT_SKIP_EXT=1 $(PY) -m pip install -q --no-build-isolation --no-deps -e .
 	@touch $@
 
 build: sysdeps $(VENV)/.editable $(EXT_SOURCES)

@@ -79,16 +79,23 @@ else:
 # Products and sums stay separate roundings on the GPU too (no FMA).
 NVCC_FLAGS = ["-O3", "-std=c++17", "-fmad=false"]
 
+# GRIT_SKIP_EXT=1: the package without its extension. The Makefile's editable
+# install uses it: pip compiles an editable install's extension in a temporary
+# folder that it deletes, so the `setup.py build_ext --inplace` that follows
+# (objects kept in build/, rebuilt only where sources change) compiled all of
+# it a second time on every fresh checkout.
+EXTENSIONS = [] if os.environ.get("GRIT_SKIP_EXT") == "1" else [
+    (CUDAExtension if WITH_CUDA else CppExtension)(
+        name="torch_grit._C",
+        sources=sources(),
+        include_dirs=[os.path.join(ROOT, "csrc")],
+        extra_compile_args={"cxx": CXX_FLAGS, "nvcc": NVCC_FLAGS} if WITH_CUDA else {"cxx": CXX_FLAGS},
+        extra_link_args=["-fopenmp"]
+        + (["-fsanitize=address,undefined"] if os.environ.get("GRIT_SANITIZE") == "1" else []),
+    )
+]
+
 setup(
-    ext_modules=[
-        (CUDAExtension if WITH_CUDA else CppExtension)(
-            name="torch_grit._C",
-            sources=sources(),
-            include_dirs=[os.path.join(ROOT, "csrc")],
-            extra_compile_args={"cxx": CXX_FLAGS, "nvcc": NVCC_FLAGS} if WITH_CUDA else {"cxx": CXX_FLAGS},
-            extra_link_args=["-fopenmp"]
-            + (["-fsanitize=address,undefined"] if os.environ.get("GRIT_SANITIZE") == "1" else []),
-        )
-    ],
+    ext_modules=EXTENSIONS,
     cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
 )

@@ -310,6 +310,23 @@ def test_save_refuses_what_it_cannot_write_faithfully(tmp_path):
     assert not path.exists() and os.listdir(tmp_path) == []
 
 
+def test_save_refuses_sparsity_metadata_out_of_its_declared_order(tmp_path):
+    """I8S24 declares ascending positions in each quad (sp=2:4:u2:asclsb). Planes with a
+    descending quad pass the length check, but a digest-verified load would refuse the
+    file; save refuses them first, naming the tensor and the plane, and writes nothing."""
+    w = torch_grit.quantize(torch.randn(8, 64, generator=torch.Generator().manual_seed(1)), "I8S24")
+    planes = [p.clone() for p in w.planes]
+    lo, hi = planes[3][0] & 3, (planes[3][0] >> 2) & 3
+    planes[3][0] = (planes[3][0] & 0xF0) | hi | (lo << 2)  # quad 0: its two positions swapped
+    bad = GritTensor.from_planes(planes, "I8S24", (8, 64))
+    path = tmp_path / "x.safetensors"
+    with pytest.raises(GritCheckError, match=r"sparse\.weight: .*plane 3 \(aux\): sparsity metadata"):
+        torch_grit.save({"sparse.weight": bad}, path)
+    assert os.listdir(tmp_path) == []
+    torch_grit.save({"sparse.weight": w}, path)  # the quantizer's own planes are ordered
+    assert torch_grit.load(path, verify="digest")["sparse.weight"].descriptor == w.descriptor
+
+
 def test_a_plain_safetensors_file_loads_as_floats(tmp_path):
     path = str(tmp_path / "plain.safetensors")
     from safetensors.torch import save_file

@@ -2,7 +2,8 @@
 any valid grade (seeded random grades from the oracle's own key domains, as
 the oracle tests draw them), held as random plane bytes, saves and loads back
 with the same grade, descriptor, planes and decoded values, under both
-verification levels; stock safetensors opens the file."""
+verification levels; stock safetensors opens the file, and `torch-grit scan
+--deep` finds it clean."""
 
 import math
 
@@ -12,6 +13,7 @@ from safetensors.torch import load_file
 
 import torch_grit
 from torch_grit import Grade, GritTensor
+from torch_grit.scan import scan_paths
 
 from grit_cases import canonical_tokens_string, random_grade_fields, rng_for
 
@@ -65,5 +67,7 @@ def test_any_grade_round_trips(tmp_path):
             assert all(torch.equal(a, b) for a, b in zip(got.planes, w.planes)), grade.canonical
             assert _same(got.dequantize(), w.dequantize()), grade.canonical
         assert all(n.startswith("layer.weight.grit.") for n in load_file(str(path))), grade.canonical
+        report = scan_paths([str(path)], deep=True)  # torch-grit scan --deep: declared, digest verified
+        assert report.exit_code() == 0, (grade.canonical, [f.to_json() for f in report.findings])
         done += 1
     assert done >= 60 and refused >= 1, (done, refused)

@@ -64,11 +64,10 @@ def _units_from_state_dict(state_dict):
                 raise InexpressibleError(name, t.grade_canonical, t.grade.grit_inexpressible)
             u = Packed(name, Descriptor(t.grade_canonical, t.logical_shape,
                                         placement=t.placement_words), DTYPE_NAMES[t.logical_dtype])
-            check(u.descriptor, t.planes, tensor=name)  # a corrupted tensor is not saved
-            if t.grade._native.has_sp:
-                # nor sparsity metadata out of the order its grade declares: a load with
-                # verify="digest" refuses it (level 2 without a digest reads only that)
-                check(u.descriptor, t.planes, level=2, tensor=name)
+            # A corrupted tensor is not saved (level 1), nor sparsity metadata out of the order
+            # its grade declares, which a load with verify="digest" refuses (level 2 without a
+            # digest reads only that).
+            check(u.descriptor, t.planes, level=2 if t.grade._native.has_sp else 1, tensor=name)
             sources[name] = t
         elif isinstance(t, torch.Tensor):
             if t.device.type == "meta":

@@ -11,8 +11,9 @@ combination must give the reference's bits. Drawn here: element, scale and
 zero-point formats, group sizes, level-1 scales (exactly 1, powers of two,
 random bytes), plane bytes (uniform, or in a narrow band with NaN, zero and
 largest codes planted), ragged shapes, batch 1 and more, planes and the CPU
-tile layout. The case that started this file: an E8M0 map without factoring
-(a level-1 scale of exactly 1) once took the factored decoder.
+tile layout. The case that started this file, an E8M0 map without factoring
+(a level-1 scale of exactly 1) that once took the factored decoder, has its own
+test in test_kernels_cpu.py.
 """
 
 import math
@@ -20,7 +21,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from hypothesis import example, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import torch_grit
@@ -92,8 +93,6 @@ def _same_bits(a, b):
 
 
 @settings(max_examples=400, derandomize=True, database=None, deadline=None)
-@example(case=("grit1(e=e2m1,k0=32,s0=e8m0,k1=0,s1=binary32,esr=exp2floormaxabs)", 32, 0), rows=40, groups=5,
-         batch=3, band=True, level1="one", seed=1)  # the E8M0 map without factoring
 @given(case=grades(), rows=st.integers(1, 40), groups=st.integers(1, 12), batch=st.sampled_from((1, 3, 9)),
        band=st.booleans(), level1=st.sampled_from(("one", "pow2", "random")), seed=st.integers(0, 2**31 - 1))
 def test_every_variant_gives_the_reference_bits_on_any_fast_grade(case, rows, groups, batch, band, level1, seed):

@@ -95,7 +95,14 @@ EXTENSIONS = [] if os.environ.get("GRIT_SKIP_EXT") == "1" else [
     )
 ]
 
+# The license is set here, not in pyproject.toml: setuptools deprecates the
+# TOML table (`license = {text = ...}`; builds break from 2027-02-18) and
+# only 77 and newer read the SPDX string that replaces it, while the GPU
+# machine builds with whatever setuptools its torch brought. This keyword
+# means the same to both.
 setup(
+    license="Apache-2.0",
+    license_files=["LICENSE"],
     ext_modules=EXTENSIONS,
     cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
 )

@@ -26,24 +26,28 @@ def _parse_native(text):
 class Grade:
     """A GRIT grade: canonical string, 64-bit id, every field.
 
-    ``Grade.parse`` takes a canonical string, any accepted spelling, or the
-    name of a reference grade (``"MXFP4"``, ``"GRADE_NVF4"``...). Two grades
-    are equal iff their canonical strings are equal.
+    ``Grade(spec)`` and ``Grade.parse(spec)`` take a canonical string, any
+    accepted spelling, or the name of a reference grade (``"MXFP4"``,
+    ``"GRADE_NVF4"``...); a bad string raises ``GradeError``. Two grades are
+    equal iff their canonical strings are equal.
     """
 
     __slots__ = ("_native",)
 
-    def __init__(self, native):
-        self._native = native
+    def __init__(self, spec):
+        if isinstance(spec, Grade):
+            self._native = spec._native
+        elif isinstance(spec, _C._Grade):
+            self._native = spec
+        elif isinstance(spec, str):
+            canonical = _REFERENCE.get(spec.strip().upper())
+            self._native = _parse_native(canonical if canonical is not None else spec)
+        else:
+            raise TypeError("a grade is a Grade or a string, found %s" % type(spec).__name__)
 
     @classmethod
     def parse(cls, spec):
-        if isinstance(spec, Grade):
-            return spec
-        if not isinstance(spec, str):
-            raise TypeError("a grade is a Grade or a string, found %s" % type(spec).__name__)
-        canonical = _REFERENCE.get(spec.strip().upper())
-        return cls(_parse_native(canonical if canonical is not None else spec))
+        return spec if isinstance(spec, Grade) else cls(spec)
 
     @staticmethod
     def int4_groups(group):
@@ -127,5 +131,5 @@ def resolve_grade(spec):
 
 
 for _name, _short, _canonical in _C.reference_grades():
-    setattr(Grade, _short, Grade(_parse_native(_canonical)))
+    setattr(Grade, _short, Grade(_canonical))
 del _name, _short, _canonical

@@ -40,12 +40,18 @@ def test_parse_by_name_alias_and_string(spec):
     g = Grade.parse(spec)
     assert g == Grade.MXFP4 and g.canonical == MX and g.id == grit.grade_id_of(MX)
     assert Grade.parse(g) is g
+    # The constructor is the same parser (what repr() shows a user).
+    assert Grade(spec) == g and Grade(g) == g and Grade(spec).id == g.id
 
 
 def test_parse_refuses_non_strings():
     for bad in (None, 4, b"MXFP4", grit.GRADE_MXFP4.encode()):
         with pytest.raises(TypeError):
             Grade.parse(bad)
+        with pytest.raises(TypeError):
+            Grade(bad)
+    with pytest.raises(GradeError, match="MXFP9"):
+        Grade("MXFP9")
 
 
 def test_equality_and_hash():

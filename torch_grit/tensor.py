@@ -13,7 +13,7 @@ import torch
 
 from .check import check
 from .descriptor import Descriptor
-from .errors import GroupAxisError, UnsupportedOpError
+from .errors import GradeError, GroupAxisError, UnsupportedOpError
 from .grade import Grade, resolve_grade
 from . import _C, ops
 from .int4_groups import Int4Groups
@@ -144,9 +144,9 @@ class GritTensor(torch.Tensor):
             return cls._from_int4g_planes(planes, grade, shape, dtype, placement, label)
         desc = Descriptor(grade, shape)
         if placement is not None and tuple(placement) != tuple(desc.placement):
-            raise ValueError("%s: placement %r is not the canonical %r for %s; the packed kernels "
+            raise ValueError("%s: placement %s is not the canonical %r for %s; the packed kernels "
                              "read the canonical layout only (repack first)"
-                             % (label, tuple(placement), desc.placement, grade.canonical))
+                             % (label, _placement_text(placement), desc.placement, grade.canonical))
         check(desc, planes, tensor=label)
         return cls(*planes, grade.canonical, tuple(desc.placement), shape, dtype)
 
@@ -279,6 +279,58 @@ class GritTensor(torch.Tensor):
             ", transposed view" if self.transposed else "", self.dtype, self.device,
             self.placement, ", CPU tile layout" if self.tiled else "")
 
+    # -- pickle and torch.load ----------------------------------------------------
+
+    def __setstate__(self, state):
+        """torch.load and pickle rebuild the wrapper from the file's size, dtype and
+        device, then hand its attributes here: they get from_planes' checks (the
+        level-1 check against the descriptor) before the tensor exists, so a file
+        whose planes disagree with its grade fails the whole load instead of
+        handing out a weight that fails at its first use."""
+        label = "GritTensor (unpickled)"
+        if isinstance(state, tuple) and len(state) == 2:
+            state = dict(state[0] or {}, **(state[1] or {}))
+        names = self.PLANE_NAMES + self.ATTRIBUTE_NAMES
+        if not isinstance(state, dict) or not set(names) <= set(state):
+            found = sorted(state) if isinstance(state, dict) else type(state).__name__
+            raise ValueError("%s: expected the attributes %s; found %s" % (label, sorted(names), found))
+        for name, value in state.items():  # others are torch's own (_is_param ...), set as torch would
+            setattr(self, name, value)
+        for name in ("transposed", "tiled"):
+            if not isinstance(state[name], bool):
+                raise TypeError("%s: %s must be a bool; found %s" % (label, name, _describe(state[name])))
+        words = state["placement_words"]
+        if not isinstance(words, tuple) or not isinstance(state["logical_shape"], tuple):
+            raise TypeError("%s: placement_words and logical_shape must be tuples; found %s and %s"
+                            % (label, _describe(words), _describe(state["logical_shape"])))
+        try:
+            resolve_grade(self.grade_canonical)
+        except GradeError as e:
+            raise GradeError("%s: %s" % (label, e), e.code, e.token, e.position) from None
+        except TypeError as e:
+            raise TypeError("%s: %s" % (label, e)) from None
+        planes = self.planes if not self.tiled else self._untiled_for_check(label)
+        rebuilt = GritTensor.from_planes(planes, self.grade_canonical, self.logical_shape,
+                                         self.logical_dtype, placement=words or None, name=label)
+        if rebuilt.placement_words != words:
+            raise ValueError("%s: placement %s is not the canonical %r for %s"
+                             % (label, _placement_text(words), rebuilt.placement, self.grade_canonical))
+        rows, cols = rebuilt.logical_shape
+        want = ((cols, rows) if self.transposed else (rows, cols), rebuilt.dtype, rebuilt.device)
+        have = (tuple(self.shape), self.dtype, self.device)
+        if have != want:
+            raise ValueError("%s: the wrapper is %s %s on %s but its planes and attributes say %s %s on %s"
+                             % ((label,) + have + want))
+
+    def _untiled_for_check(self, label):
+        if self.device.type != "cpu" or self.data_plane.device.type != "cpu":
+            raise ValueError("%s: tiled is set but the planes are on %s; the tile layout is a CPU "
+                             "layout" % (label, self.data_plane.device))
+        try:
+            return self.planes
+        except (TypeError, ValueError, RuntimeError) as e:
+            raise ValueError("%s: its tiled planes do not untile: %s" % (label, e)) from None
+
     # -- the subclass protocol -----------------------------------------------------
 
     def _stable_hash_for_caching(self):
@@ -314,6 +366,13 @@ class GritTensor(torch.Tensor):
 
 def _dtype_names():
     return ", ".join(str(d) for d in LOGICAL_DTYPES)
+
+
+def _placement_text(words):
+    words = tuple(words)
+    if len(words) == 3 and all(isinstance(w, int) and 0 <= w < 2 ** 64 for w in words):
+        return repr(Placement(*words))
+    return repr(words)
 
 
 def _describe(p):

@@ -79,12 +79,41 @@ else:
 # Products and sums stay separate roundings on the GPU too (no FMA).
 NVCC_FLAGS = ["-O3", "-std=c++17", "-fmad=false"]
 
+# The extension binds to the C++ ABI of the torch it is compiled against: the
+# build records that torch (torch_grit/_build_info.py, read before the
+# extension loads) and a wheel requires the same minor release.
+SKIP_EXT = os.environ.get("GRIT_SKIP_EXT") == "1"
+TORCH_RANGE = "torch>=2.11,<2.15"
+
+
+def _torch_requirement():
+    if SKIP_EXT:
+        return TORCH_RANGE
+    major, minor = (int(v) for v in torch.__version__.split(".")[:2])
+    return "torch>=%d.%d,<%d.%d" % (major, minor, major, minor + 1)
+
+
+class _BuildExt(BuildExtension.with_options(use_ninja=True)):
+    """build_ext that also writes torch_grit/_build_info.py beside the extension."""
+
+    def run(self):
+        folder = os.path.join(ROOT if self.inplace else self.build_lib, "torch_grit")
+        os.makedirs(folder, exist_ok=True)
+        path = os.path.join(folder, "_build_info.py")
+        text = ('"""Written by setup.py when it builds torch_grit._C; not in git."""\n'
+                "TORCH_VERSION = %r\nTORCH_CUDA = %r\n" % (str(torch.__version__), torch.version.cuda))
+        if not os.path.exists(path) or open(path).read() != text:
+            with open(path, "w") as f:
+                f.write(text)
+        super().run()
+
+
 # GRIT_SKIP_EXT=1: the package without its extension. The Makefile's editable
 # install uses it: pip compiles an editable install's extension in a temporary
 # folder that it deletes, so the `setup.py build_ext --inplace` that follows
 # (objects kept in build/, rebuilt only where sources change) compiled all of
 # it a second time on every fresh checkout.
-EXTENSIONS = [] if os.environ.get("GRIT_SKIP_EXT") == "1" else [
+EXTENSIONS = [] if SKIP_EXT else [
     (CUDAExtension if WITH_CUDA else CppExtension)(
         name="torch_grit._C",
         sources=sources(),
@@ -103,6 +132,7 @@ EXTENSIONS = [] if os.environ.get("GRIT_SKIP_EXT") == "1" else [
 setup(
     license="Apache-2.0",
     license_files=["LICENSE"],
+    install_requires=[_torch_requirement(), "numpy", "safetensors>=0.4"],
     ext_modules=EXTENSIONS,
-    cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
+    cmdclass={"build_ext": _BuildExt},
 )

@@ -8,7 +8,9 @@ check against the bytes in O(1). The contract is implemented once, in C++
 
 import torch  # noqa: F401  (loads libc10/libtorch, which the extension links)
 
-from . import _C  # noqa: F401  (the native core; fails loudly if not built)
+from ._native import load as _load_native
+
+_C = _load_native()  # the native core; a clear ImportError if it is missing or built for another torch
 from .check import check, digest
 from .codec import decode_planes, encode_planes
 from .descriptor import Descriptor

@@ -50,6 +50,8 @@ def main(argv=None):
     _add_quantize(sub)
     from .cli_profile import add_parser as _add_profile
     _add_profile(sub)
+    from .cli_inspect import add_parser as _add_inspect
+    _add_inspect(sub)
     from . import cli_scan
 
     cli_scan.register(sub)  # `scan`, and `explain` on checkpoint files too

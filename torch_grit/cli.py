@@ -1,6 +1,7 @@
 """The ``torch-grit`` command line (also ``python -m torch_grit``)."""
 
 import argparse
+import os
 import sys
 
 
@@ -15,26 +16,6 @@ def _cmd_grades(args):
     return 0
 
 
-def _read_descriptor(text):
-    from . import Descriptor
-
-    text = text.strip()
-    try:
-        raw = bytes.fromhex(text)
-    except ValueError:
-        with open(text, "rb") as f:
-            raw = f.read()
-    if len(raw) != 64:
-        raise SystemExit("torch-grit: %r is not a 64-byte descriptor (found %d bytes)" % (text, len(raw)))
-    return Descriptor.from_bytes(raw)
-
-
-def _cmd_explain(args):
-    a, b = _read_descriptor(args.a), _read_descriptor(args.b)
-    sys.stdout.write(a.explain(b))
-    return 0 if a.to_bytes() == b.to_bytes() else 2
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="torch-grit", description="GRIT quantized tensors for PyTorch")
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -42,10 +23,6 @@ def main(argv=None):
     p.add_argument("--rows", type=int, default=4096)
     p.add_argument("--cols", type=int, default=4096)
     p.set_defaults(fn=_cmd_grades)
-    p = sub.add_parser("explain", help="field-by-field diff of two descriptors (hex or 64-byte files)")
-    p.add_argument("a")
-    p.add_argument("b")
-    p.set_defaults(fn=_cmd_explain)
     from .cli_quantize import add_parser as _add_quantize
     _add_quantize(sub)
     from .cli_profile import add_parser as _add_profile
@@ -54,6 +31,11 @@ def main(argv=None):
     _add_inspect(sub)
     from . import cli_scan
 
-    cli_scan.register(sub)  # `scan`, and `explain` on checkpoint files too
+    cli_scan.register(sub)  # `scan` and `explain`
     args = parser.parse_args(argv)
-    return args.fn(args)
+    try:
+        return args.fn(args)
+    except BrokenPipeError:
+        # The reader went away (`torch-grit scan --json | head`): stop quietly, as cat does.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, the shell's code for a writer whose pipe closed

@@ -82,7 +82,7 @@ def cmd_explain(args):
 
 
 def register(sub):
-    """Add ``scan`` to the CLI and make ``explain`` accept checkpoint files."""
+    """Add ``scan`` and ``explain`` to the CLI."""
     import argparse
 
     p = sub.add_parser("scan", help="audit safetensors / GGUF files and folders (declared and inferred contracts)",
@@ -92,8 +92,9 @@ def register(sub):
     p.add_argument("--json", action="store_true", help="print the stable JSON document (schema torch_grit.scan/1)")
     p.add_argument("--exit-policy", choices=("graded", "simple"), default="graded")
     p.set_defaults(fn=cmd_scan)
-    explain = sub.choices.get("explain")
-    if explain is not None:
-        explain.description = ("field-by-field diff of two descriptors: hex, 64-byte files, or checkpoint files "
-                               "(safetensors / GGUF, optionally FILE::TENSOR), declared or inferred")
-        explain.set_defaults(fn=cmd_explain)
+    p = sub.add_parser("explain", help="field-by-field diff of two descriptors (hex, 64-byte files or checkpoint "
+                       "tensors)", description="field-by-field diff of two descriptors: hex, 64-byte files, or "
+                       "checkpoint files (safetensors / GGUF, optionally FILE::TENSOR), declared or inferred")
+    p.add_argument("a")
+    p.add_argument("b")
+    p.set_defaults(fn=cmd_explain)

@@ -130,3 +130,14 @@ def test_python_dash_m_is_the_same_command(tmp_path):
                          text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     check_against_load(json.loads(run.stdout), path)
+
+
+def test_a_closed_pipe_ends_quietly(tmp_path):
+    from safetensors.torch import save_file
+
+    path = str(tmp_path / "many.safetensors")
+    save_file({"t%04d" % i: torch.zeros(2) for i in range(2000)}, path)  # --json: about 300 kB, past a pipe's buffer
+    run = subprocess.run("set -o pipefail; %s -m torch_grit inspect %s --json | head -c 100 > /dev/null"
+                         % (sys.executable, path), shell=True, executable="/bin/bash", capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 141 and run.stderr == "", run.stderr

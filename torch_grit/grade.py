@@ -37,8 +37,6 @@ class Grade:
     def __init__(self, spec):
         if isinstance(spec, Grade):
             self._native = spec._native
-        elif isinstance(spec, _C._Grade):
-            self._native = spec
         elif isinstance(spec, str):
             canonical = _REFERENCE.get(spec.strip().upper())
             self._native = _parse_native(canonical if canonical is not None else spec)

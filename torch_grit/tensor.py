@@ -116,9 +116,14 @@ class GritTensor(torch.Tensor):
         other layout yet, and reading bytes under a placement they were not
         written in would decode garbage.
         """
-        grade = resolve_grade(grade)
-        shape = tuple(int(s) for s in shape)
         label = name or "GritTensor"
+        try:
+            grade = resolve_grade(grade)
+        except GradeError as e:
+            raise GradeError("%s: %s" % (label, e), e.code, e.token, e.position) from None
+        except TypeError as e:
+            raise TypeError("%s: %s" % (label, e)) from None
+        shape = tuple(int(s) for s in shape)
         if len(shape) != 2:
             raise ValueError("%s: a GritTensor is a 2-D weight [out_features, in_features]; found "
                              "shape %s" % (label, shape))
@@ -303,33 +308,19 @@ class GritTensor(torch.Tensor):
         if not isinstance(words, tuple) or not isinstance(state["logical_shape"], tuple):
             raise TypeError("%s: placement_words and logical_shape must be tuples; found %s and %s"
                             % (label, _describe(words), _describe(state["logical_shape"])))
-        try:
-            resolve_grade(self.grade_canonical)
-        except GradeError as e:
-            raise GradeError("%s: %s" % (label, e), e.code, e.token, e.position) from None
-        except TypeError as e:
-            raise TypeError("%s: %s" % (label, e)) from None
-        planes = self.planes if not self.tiled else self._untiled_for_check(label)
+        try:  # a tiled tensor's planes untile here, which checks the tiles' lengths
+            planes = self.planes
+        except (TypeError, ValueError, RuntimeError) as e:
+            raise ValueError("%s: its tiled planes do not untile: %s" % (label, e)) from None
+        # placement=words: from_planes refuses any but the grade's canonical one (none for INT4G).
         rebuilt = GritTensor.from_planes(planes, self.grade_canonical, self.logical_shape,
-                                         self.logical_dtype, placement=words or None, name=label)
-        if rebuilt.placement_words != words:
-            raise ValueError("%s: placement %s is not the canonical %r for %s"
-                             % (label, _placement_text(words), rebuilt.placement, self.grade_canonical))
+                                         self.logical_dtype, placement=words, name=label)
         rows, cols = rebuilt.logical_shape
         want = ((cols, rows) if self.transposed else (rows, cols), rebuilt.dtype, rebuilt.device)
         have = (tuple(self.shape), self.dtype, self.device)
         if have != want:
             raise ValueError("%s: the wrapper is %s %s on %s but its planes and attributes say %s %s on %s"
                              % ((label,) + have + want))
-
-    def _untiled_for_check(self, label):
-        if self.device.type != "cpu" or self.data_plane.device.type != "cpu":
-            raise ValueError("%s: tiled is set but the planes are on %s; the tile layout is a CPU "
-                             "layout" % (label, self.data_plane.device))
-        try:
-            return self.planes
-        except (TypeError, ValueError, RuntimeError) as e:
-            raise ValueError("%s: its tiled planes do not untile: %s" % (label, e)) from None
 
     # -- the subclass protocol -----------------------------------------------------
 

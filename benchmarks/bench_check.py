@@ -3,8 +3,8 @@
 Prints one markdown table: ns per level-1 check in C++ (from
 build/cmake/bench_check_cpp, built by `make test-cpp`), us per
 torch_grit.check call from Python (byte lengths, and torch tensors as
-planes), and level-2 digest GB/s from C++ and through Python. Targets
-(issue 2): <= 150 ns per level-1 check in C++, <= 3 us per Python call.
+planes), and level-2 digest GB/s from C++ and through Python. Targets:
+<= 150 ns per level-1 check in C++, <= 3 us per Python call.
 A benchmark, not a test: the numbers depend on the machine and its load.
 """
 

@@ -3,7 +3,7 @@ block on CUDA) against the core's scalar reference encoder.
 
 A benchmark, not a test: one markdown table per device. For each grade and
 shape, the median time of torch.ops.grit.quantize, of the reference encoder
-(torch_grit.codec.encode_planes: csrc/grit/encode.cpp, one thread, the
+(torch_grit.contract.codec.encode_planes: csrc/grit/encode.cpp, one thread, the
 bytes the op must equal; CPU rows only) and of a float32 -> bfloat16 cast of
 the same weight (one read and one half-size write: a floor for any pass over
 it), with the op's speedup over the reference and its time as a multiple of
@@ -20,7 +20,7 @@ import time
 import torch
 
 import torch_grit  # noqa: F401  (registers the ops)
-from torch_grit.codec import encode_planes
+from torch_grit.contract.codec import encode_planes
 
 GRADES = ("MXFP4", "NVF4", "Q4KS", "I8S24")
 

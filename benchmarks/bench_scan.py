@@ -7,7 +7,7 @@ written by safetensors, GGUF written by gguf-py's GGUFWriter, every tensor a
 quantized or declared one so each goes through inference or the core's check),
 and the --deep rate over a torch_grit checkpoint whose planes carry recorded
 digests (the level-2 check reads every byte and hashes it with FNV-1a-128).
-Targets (issue 6): header < 1 s, deep >= 500 MB/s.
+Targets: header < 1 s, deep >= 500 MB/s.
 """
 
 import argparse
@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 import torch_grit
-from torch_grit.placement import WELL_KNOWN
+from torch_grit.contract.placement import WELL_KNOWN
 from torch_grit.scan import scan_paths
 
 

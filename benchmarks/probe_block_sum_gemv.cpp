@@ -1,4 +1,4 @@
-// A measurement for issue 4, not torch_grit code. It decided the accumulation
+// A measurement, not torch_grit code. It decided the accumulation
 // law that csrc/grit/linear_law.h now defines (the shipped kernels follow it;
 // this stays as the standalone lower bound for the batch-1 loop). MXFP4 GEMV
 // (batch 1, 4096x4096, float32 x) with

@@ -24,7 +24,7 @@ import time
 import torch
 
 import torch_grit
-from torch_grit.quality import causal_lm_nll
+from torch_grit.quantization.quality import causal_lm_nll
 
 CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "corpus.txt")
 GRADES = ("MXFP4", "NVF4", "Q4KS", "I8S24", "auto")

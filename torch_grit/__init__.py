@@ -11,24 +11,23 @@ import torch  # noqa: F401  (loads libc10/libtorch, which the extension links)
 from ._native import load as _load_native
 
 _C = _load_native()  # the native core; a clear ImportError if it is missing or built for another torch
-from .check import check, digest
-from .codec import decode_planes, encode_planes
-from .descriptor import Descriptor
-from .errors import GradeError, GritCheckError
-from .grade import Grade
-from .placement import Placement, placement_name
+# The layers bottom up (docs/architecture.md); each folder imports only those above it here.
+from .contract.check import check, digest
+from .contract.codec import decode_planes, encode_planes
+from .contract.descriptor import Descriptor
+from .contract.errors import GradeError, GritCheckError
+from .contract.grade import Grade
+from .contract.placement import Placement, placement_name
 from . import ops  # noqa: F401  (torch.ops.grit.*: fake kernels and autograd)
-from . import nn  # noqa: F401
-from .quantize import quantize_
-from .cpu_tiles import tile_, untile_
-# After the submodule import above, which binds torch_grit.quantize to the module.
 from .tensor import GritTensor, quantize, safe_globals
-from .checkpoint import load, save
-from .safetensors_io import CheckpointError
-# Functions named like their modules: bound after the submodule import, as quantize is.
-from .profile import profile
-from .report import report
-from . import quality  # noqa: F401  (torch_grit.quality.causal_lm_nll)
+from . import nn  # noqa: F401  (torch_grit.nn.GritLinear)
+from .nn import tile_, untile_
+from .quantization.quantize_model import quantize_
+from .quantization.profile import profile
+from .quantization.report import report
+from .quantization import quality  # noqa: F401  (torch_grit.quality.causal_lm_nll)
+from .checkpoint.save_load import load, save
+from .checkpoint.safetensors_io import CheckpointError
 
 __version__ = "0.1.0"
 

@@ -30,8 +30,8 @@ import torch
 from torch import Tensor
 
 from . import _C  # noqa: F401  (registers the grit:: schemas and CPU kernels)
-from .grade import Grade
-from .int4_groups import Int4Groups
+from .contract.grade import Grade
+from .contract.int4_groups import Int4Groups
 
 __all__ = ["quantize", "dequantize", "packed_linear", "check"]
 

@@ -1,6 +1,6 @@
 // pybind11 bindings of the contract core's non-tensor objects. No torch
 // header here: this file compiles in seconds and the facade in
-// torch_grit/contract.py turns these low-level results into Python errors.
+// torch_grit/contract/ turns these low-level results into Python errors.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 

@@ -22,8 +22,8 @@ import pyfuzz  # tests/fuzz/pyfuzz.py: scratch folder, memory ceiling
 
 with atheris.instrument_imports(include=["torch_grit"]):
     import torch_grit
-    from torch_grit.errors import GritCheckError
-    from torch_grit.safetensors_io import CheckpointError
+    from torch_grit.contract.errors import GritCheckError
+    from torch_grit.checkpoint.safetensors_io import CheckpointError
     import torch_grit.scan  # noqa: F401  (pyfuzz.scan_file's modules, instrumented)
     from torch_grit.scan.st_scan import scan_safetensors
 

@@ -107,7 +107,7 @@ def _safetensors_seeds(tmp, W):
 def _gguf_seeds(tmp, W):
     import gguf
 
-    from torch_grit.placement import WELL_KNOWN
+    from torch_grit.contract.placement import WELL_KNOWN
 
     aos = (WELL_KNOWN["BLOCK_AOS"], WELL_KNOWN["BLOCK_AOS"], None)
     q8 = tg.Descriptor(tg.Grade.parse("grit1(e=s8,k0=32,s0=binary16,esr=ratiomaxabs)"), (4, 64), placement=aos)

@@ -66,7 +66,7 @@ def scan_file(scan_one, path):
     as the CLI runs them. Unparseable (exit 4) is the expected refusal; anything
     else escapes. The harness imports torch_grit under instrumentation first, so
     the modules used here are the instrumented ones."""
-    from torch_grit import strict_json
+    from torch_grit.util import strict_json
     from torch_grit.scan import Report, Unparseable, render, to_json
     from torch_grit.scan import deep as deep_mod
     from torch_grit.scan.cross import cross_checks

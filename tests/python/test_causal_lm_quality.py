@@ -18,7 +18,7 @@ sys.path.insert(0, os.path.join(ROOT, "examples"))
 import causal_lm_quality as example  # noqa: E402
 
 import torch_grit  # noqa: E402
-from torch_grit.quality import LMQuality, causal_lm_nll  # noqa: E402
+from torch_grit.quantization.quality import LMQuality, causal_lm_nll  # noqa: E402
 
 # One layer, hidden 256 and intermediate 256: every projection's in_features
 # is a multiple of Q4KS's 256-weight super-block, so every grade packs all 8.

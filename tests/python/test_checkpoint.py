@@ -196,7 +196,7 @@ def test_a_failed_save_leaves_the_old_file(tmp_path, monkeypatch):
     path = tmp_path / "m.safetensors"
     torch_grit.save(packed_model(seed=0), path)
     old = sha256(path)
-    import torch_grit.checkpoint_format as ck
+    import torch_grit.checkpoint.format as ck
     real = ck.pwrite_all
     calls = []
 
@@ -219,7 +219,7 @@ def test_a_killed_save_leaves_the_old_file_or_nothing(tmp_path):
     """A process killed mid-write (os._exit: no cleanup runs) never leaves a truncated target."""
     script = textwrap.dedent("""
         import os, sys, torch, torch_grit
-        import torch_grit.checkpoint_format as ck
+        import torch_grit.checkpoint.format as ck
         sys.path.insert(0, %r)
         from checkpoint_cases import packed_model
         real, calls = ck.pwrite_all, []

@@ -13,7 +13,7 @@ from safetensors.torch import load_file, save_file
 import torch_grit
 from torch_grit import GritTensor
 from torch_grit.cli import main as cli_main
-from torch_grit.convert import convert
+from torch_grit.checkpoint.convert import convert
 from torch_grit.tensor import group_size
 from checkpoint_cases import sha256
 
@@ -229,7 +229,7 @@ MEMORY_SCRIPT = textwrap.dedent("""
     import json, os, resource, sys
     import torch
     from safetensors.torch import save_file
-    from torch_grit.convert import convert
+    from torch_grit.checkpoint.convert import convert
 
     def status(key):
         with open("/proc/self/status") as f:

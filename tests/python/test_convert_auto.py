@@ -12,9 +12,9 @@ from safetensors.torch import save_file
 import torch_grit
 from torch_grit import Descriptor
 from torch_grit.cli import main as cli_main
-from torch_grit.checkpoint_format import META_TORCH_GRIT
-from torch_grit.profile import CANDIDATES as PROFILE_CANDIDATES, DEFAULT_BUDGET_DB, short_name
-from torch_grit.safetensors_io import read_header
+from torch_grit.checkpoint.format import META_TORCH_GRIT
+from torch_grit.quantization.profile import CANDIDATES as PROFILE_CANDIDATES, DEFAULT_BUDGET_DB, short_name
+from torch_grit.checkpoint.safetensors_io import read_header
 from torch_grit.scan import scan_paths
 
 CHOICE = re.compile(r"^auto (\S+) \[[0-9, ]*\]: (\S+)")

@@ -11,7 +11,7 @@ from safetensors.torch import save_file
 
 import torch_grit
 from torch_grit.cli import main as cli_main
-from torch_grit.report import report
+from torch_grit.quantization.report import report
 
 
 def model():

@@ -13,7 +13,7 @@ from torch_grit import (
     Descriptor, Grade, GradeError, GritCheckError, Placement, check, decode_planes, digest,
     encode_planes, placement_name,
 )
-from torch_grit import placement as placement_mod
+from torch_grit.contract import placement as placement_mod
 
 from grit_cases import REF_NAMES, rng_for
 

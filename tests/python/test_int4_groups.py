@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from torch_grit import Grade
-from torch_grit.int4_groups import Int4Groups, Int4GroupsError
+from torch_grit.contract.int4_groups import Int4Groups, Int4GroupsError
 
 W = np.array([[-7, -3.5, 0, 3.5], [0.1, 0.2, 0.3, 7]])
 X = np.array([[1.0, 2.0]])

@@ -18,9 +18,9 @@ from safetensors.torch import save_file
 import torch_grit
 from torch_grit import Grade, ops
 from torch_grit.cli import main as cli_main
-from torch_grit.convert import ConvertError, convert
-from torch_grit.errors import GradeError, InexpressibleError
-from torch_grit.int4_groups import Int4Groups
+from torch_grit.checkpoint.convert import ConvertError, convert
+from torch_grit.contract.errors import GradeError, InexpressibleError
+from torch_grit.contract.int4_groups import Int4Groups
 from torch_grit.nn import GritLinear
 from torch_grit.tensor import GritTensor
 

@@ -152,7 +152,7 @@ def _law_oracle(grade, planes, shape, x, bias):
     n, k = shape
     g = torch_grit.Grade.parse(grade)
     k0 = int(g._native.k0)
-    e, S = torch_grit.codec.decode_factors(grade, planes, n * k)
+    e, S = torch_grit.contract.codec.decode_factors(grade, planes, n * k)
     e, S = e.reshape(n, k), S.reshape(n, k // k0)
     # The factors are the decode: float32(S*e) is the decoded weight.
     w = torch.ops.grit.dequantize(*planes, grade, list(shape), torch.float32).numpy()

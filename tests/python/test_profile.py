@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import torch_grit as tg
-from torch_grit.profile import profile, preview
+from torch_grit.quantization.profile import profile, preview
 
 
 def _model():

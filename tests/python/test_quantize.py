@@ -9,7 +9,7 @@ from torch import nn
 import torch_grit
 from torch_grit import Grade, GritTensor
 from torch_grit.nn import GritLinear
-from torch_grit.quantize import _HANDLERS, LayerReport, register_handler
+from torch_grit.quantization.quantize_model import _HANDLERS, LayerReport, register_handler
 
 
 class Block(nn.Module):

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import torch_grit as tg
-from torch_grit.profile import preview
+from torch_grit.quantization.profile import preview
 
 
 def _model():

@@ -1,5 +1,5 @@
 """grit::quantize on CPU runs the block encoders over threads: its planes are
-the core's reference encoder's bytes (torch_grit.codec.encode_planes) for
+the core's reference encoder's bytes (torch_grit.contract.codec.encode_planes) for
 every grade family, on tensors large enough to split across threads, with
 NaN, Inf, zero and huge rows, whatever the thread count; a tensor the core
 refuses is refused with the core's message."""
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import torch_grit  # noqa: F401  (registers the ops)
-from torch_grit.codec import encode_planes
+from torch_grit.contract.codec import encode_planes
 
 GRADES = [
     "MXFP4",
@@ -92,7 +92,7 @@ def test_a_tensor_the_core_refuses_raises_the_core_message():
 # the core encoder's (Int4Groups.encode), odd row lengths (rows sharing a byte) and short final groups
 # included; a refusal names the core's first offender however the rows were split.
 
-from torch_grit.int4_groups import Int4Groups  # noqa: E402
+from torch_grit.contract.int4_groups import Int4Groups  # noqa: E402
 
 
 @pytest.mark.parametrize("shape,group", [((301, 257), 32), ((64, 1000), 7), ((33, 9), 4), ((1, 1), 1)])

@@ -1,6 +1,6 @@
 """Property tests: the three Python-side header readers raise only their documented error.
 
-- ``torch_grit.safetensors_io.read_header``: CheckpointError (a ValueError);
+- ``torch_grit.checkpoint.safetensors_io.read_header``: CheckpointError (a ValueError);
 - ``torch_grit.scan.safetensors_header.read_header``: Unparseable;
 - ``torch_grit.scan.gguf_header.read_header``: Unparseable.
 
@@ -22,8 +22,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from torch_grit.safetensors_io import CheckpointError
-from torch_grit.safetensors_io import read_header as io_read_header
+from torch_grit.checkpoint.safetensors_io import CheckpointError
+from torch_grit.checkpoint.safetensors_io import read_header as io_read_header
 from torch_grit.scan.errors import Unparseable
 from torch_grit.scan.gguf_header import read_header as gguf_read_header
 from torch_grit.scan.safetensors_header import read_header as scan_st_read_header

@@ -10,7 +10,7 @@ import safetensors.torch
 import torch
 
 import torch_grit as tg
-from torch_grit.report import report
+from torch_grit.quantization.report import report
 
 
 def _pair(grade="MXFP4"):

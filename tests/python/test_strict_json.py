@@ -8,7 +8,7 @@ import math
 import torch
 
 import torch_grit
-from torch_grit.strict_json import dumps, strict
+from torch_grit.util.strict_json import dumps, strict
 
 
 def strict_loads(text):

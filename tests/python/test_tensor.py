@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 import torch_grit
 from torch_grit import Descriptor, Grade, GritCheckError, GritTensor, decode_planes, encode_planes
-from torch_grit.errors import GroupAxisError, UnsupportedOpError
+from torch_grit.contract.errors import GroupAxisError, UnsupportedOpError
 
 from grit_cases import REF_NAMES
 
@@ -264,6 +264,6 @@ def test_a_trainable_packed_weight_is_refused():
 
 
 def test_quantize_name_is_the_function_after_importing_the_module():
-    module = importlib.import_module("torch_grit.quantize")
+    module = importlib.import_module("torch_grit.quantization.quantize_model")
     assert module.quantize_ is torch_grit.quantize_
-    assert callable(torch_grit.quantize) and torch_grit.quantize.__module__ == "torch_grit.tensor"
+    assert callable(torch_grit.quantize) and torch_grit.quantize is torch_grit.tensor.quantize

@@ -8,10 +8,10 @@ come from torch_grit (csrc/grit): nothing here computes a number itself.
 """
 
 from .. import _C
-from ..check import check
-from ..descriptor import Descriptor
-from ..errors import GradeError, GritCheckError
-from ..grade import Grade
+from ..contract.check import check
+from ..contract.descriptor import Descriptor
+from ..contract.errors import GradeError, GritCheckError
+from ..contract.grade import Grade
 from .records import fingerprint_gid
 
 _KNOWN = None

@@ -15,8 +15,8 @@ import os
 
 import numpy as np
 
-from ..check import check
-from ..errors import GritCheckError
+from ..contract.check import check
+from ..contract.errors import GritCheckError
 
 def run(report, path, plan):
     """Check every planned range through one read-only map of the file; returns the bytes checked."""

@@ -9,7 +9,7 @@ have no row: they carry no contract beyond their dtype.
 
 import gguf
 
-from ..placement import WELL_KNOWN
+from ..contract.placement import WELL_KNOWN
 
 _AOS = WELL_KNOWN["BLOCK_AOS"]
 _K4 = WELL_KNOWN["PACK_K4_12B"]

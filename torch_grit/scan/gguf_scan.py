@@ -2,7 +2,7 @@
 inferred from ggml block types, and general.file_type against the tensors."""
 
 from .. import _C
-from ..descriptor import Descriptor
+from ..contract.descriptor import Descriptor
 from . import ggml
 from .declared import judge, parse_hex
 from .errors import Unparseable

@@ -25,7 +25,7 @@ from .safetensors_header import read_header
 
 GRIT_KEY = "__grit__"
 TORCH_GRIT_KEY = "torch_grit"
-GRADE_POLICY_KEY = "grade_policy"  # torch_grit.checkpoint_format.META_GRADE_POLICY
+GRADE_POLICY_KEY = "grade_policy"  # torch_grit.checkpoint.format.META_GRADE_POLICY
 PLANES = ("data", "scale0", "scale1", "aux")
 _DIGEST_PLACEHOLDER = "0" * 32
 FAMILIES = (bitsandbytes, compressed_tensors, gptq_awq)

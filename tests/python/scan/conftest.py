@@ -10,7 +10,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 import gguf  # noqa: E402
 import torch_grit  # noqa: E402
-from torch_grit.placement import WELL_KNOWN  # noqa: E402
+from torch_grit.contract.placement import WELL_KNOWN  # noqa: E402
 
 import writers as W  # noqa: E402
 

@@ -5,9 +5,9 @@ Each module exposes ``infer(ctx)`` and returns True when it claimed modules.
 the file, the records by name, the report and the --deep plan.
 """
 
-from ...descriptor import Descriptor
-from ...errors import GradeError, GritCheckError
-from ...grade import Grade
+from ...contract.descriptor import Descriptor
+from ...contract.errors import GradeError, GritCheckError
+from ...contract.grade import Grade
 from ..records import leaf_split
 
 SCALE_FORMATS = {"F16": "binary16", "F32": "binary32"}

@@ -22,8 +22,8 @@ inferred descriptor's planes are checked by the core's size equations. Where
 it does not, the reason is reported (inferred_inexpressible).
 """
 
-from ...check import check
-from ...errors import GritCheckError
+from ...contract.check import check
+from ...contract.errors import GritCheckError
 from ..records import is_class_target, target_matches
 from . import SCALE_FORMATS, claim, grade_or_reason, mark
 

@@ -36,15 +36,15 @@ from collections import OrderedDict
 import torch
 from torch import nn
 
-from .check import check
-from .checkpoint_format import (
+from ..contract.check import check
+from .format import (
     DTYPE_NAMES, DTYPES_BY_NAME, PLANE_RE, VERIFY_LEVELS, Packed, Plain, write_units,
 )
-from .checkpoint_read import _grit_error, open_layout
-from .descriptor import Descriptor
-from .errors import GritCheckError, InexpressibleError
+from .read import _grit_error, open_layout
+from ..contract.descriptor import Descriptor
+from ..contract.errors import GritCheckError, InexpressibleError
 from .safetensors_io import TORCH_TO_ST, CheckpointError, tensor_bytes
-from .tensor import GritTensor
+from ..tensor.grit_tensor import GritTensor
 
 
 def _units_from_state_dict(state_dict):
@@ -181,7 +181,7 @@ def load(path, model=None, *, verify="structure", device="cpu", strict=True):
 
 def _fill_model(model, state, strict):
     """Install ``state`` into ``model``: all checks first, then the swaps and copies."""
-    from .nn import GritLinear
+    from ..nn.linear import GritLinear
 
     if not isinstance(model, nn.Module):
         raise TypeError("load(model=...) takes an nn.Module; found %s" % type(model).__name__)

@@ -1,6 +1,6 @@
 """``Descriptor``: the 64-byte GRIT descriptor plus the shape it describes."""
 
-from . import _C
+from .. import _C
 from .errors import GritCheckError
 from .grade import Grade
 from .placement import Placement

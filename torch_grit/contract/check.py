@@ -1,6 +1,6 @@
 """``check``: descriptor versus planes at a boundary, and the plane digest."""
 
-from . import _C
+from .. import _C
 from .descriptor import Descriptor, raise_check
 
 

@@ -3,7 +3,7 @@
 A checkpoint is a list of units, one per logical tensor: ``Plain`` (one
 ordinary entry) or ``Packed`` (its non-empty planes as ``<name>.grit.<plane>``
 U8 entries, its descriptor in ``__metadata__["__grit__"]`` and its record in
-``__metadata__["torch_grit"]``). See torch_grit/checkpoint.py for the layout
+``__metadata__["torch_grit"]``). See torch_grit/checkpoint/save_load.py for the layout
 and why it is this one. ``write_units`` lays the files out from shapes alone,
 then lets the caller produce one unit at a time (``save`` from memory, the
 converter from a source file).
@@ -17,9 +17,9 @@ from typing import List, Optional
 
 import torch
 
-from .check import digest
-from .descriptor import Descriptor
-from .grade import Grade
+from ..contract.check import digest
+from ..contract.descriptor import Descriptor
+from ..contract.grade import Grade
 from .safetensors_io import AtomicFiles, entry_nbytes, layout, pwrite_all, render_header
 
 PLANE_NAMES = ("data", "scale0", "scale1", "aux")

@@ -10,8 +10,8 @@ disk after the files are committed: complete bytes of every file written
 
 import os
 
-from .nn import GritLinear
-from .report import FileBytes, Report, file_bytes, layer_error, probe_input
+from ..nn.linear import GritLinear
+from ..quantization.report import FileBytes, Report, file_bytes, layer_error, probe_input
 
 
 class ConversionReport:

@@ -9,8 +9,9 @@ that is requantization, not a view, so they are refused with the fix.
 import torch
 import torch.nn.functional as F
 
-from .errors import GroupAxisError, UnsupportedOpError
-from .tensor import GritTensor, aten, implements, implements_function, unsupported
+from ..contract.errors import GroupAxisError, UnsupportedOpError
+from .dispatch import aten, implements, implements_function, unsupported
+from .grit_tensor import GritTensor
 
 
 def _requantization(op, w):

@@ -9,7 +9,7 @@ the README names. It is a kernel layout, not a GRIT placement: saves,
 
 from torch import nn
 
-from .nn import GritLinear
+from .linear import GritLinear
 
 
 def _apply(model, take, act):

@@ -1,6 +1,6 @@
 """``Grade``: the numeric contract, parsed and canonicalised by the C++ core."""
 
-from . import _C
+from .. import _C
 from .errors import GradeError
 
 _REFERENCE = {short.upper(): canonical for _, short, canonical in _C.reference_grades()}

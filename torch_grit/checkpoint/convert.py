@@ -20,14 +20,14 @@ from typing import Optional
 
 import torch
 
-from . import auto
-from .checkpoint_format import Packed, Plain, packed_unit, plan_shards, write_units
-from .checkpoint_read import open_layout
-from .errors import InexpressibleError
-from .grade import Grade, resolve_grade
-from .int4_groups import Int4Groups
+from ..quantization import auto
+from .format import Packed, Plain, packed_unit, plan_shards, write_units
+from .read import open_layout
+from ..contract.errors import InexpressibleError
+from ..contract.grade import Grade, resolve_grade
+from ..contract.int4_groups import Int4Groups
 from .safetensors_io import read_entry
-from .tensor import fit_error, quantize
+from ..tensor.grit_tensor import fit_error, quantize
 
 FLOAT_DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}
 # Without --filter: 2-D float "*.weight" tensors except embeddings, i.e. those whose
@@ -103,7 +103,7 @@ def plan(src, grade, filter=None, *, budget_db=auto.DEFAULT_BUDGET_DB,
     """Check the source and decide every tensor: ``(layout, [(header, entry, unit, reason, choice)])``.
 
     ``grade="auto"`` reads each selected tensor once (pread) and applies
-    torch_grit.auto.choose with ``budget_db`` and ``candidates``; ``choice`` is
+    ``quantization.auto.choose`` with ``budget_db`` and ``candidates``; ``choice`` is
     its AutoChoice (None for a fixed grade or an unselected tensor).
     ``on_entry(name, nbytes)`` is called after each source entry is decided.
     """

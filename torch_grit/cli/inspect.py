@@ -1,6 +1,6 @@
 """``torch-grit inspect``: what a GRIT checkpoint holds, read from its headers alone.
 
-It opens the checkpoint as ``torch_grit.load`` does (``checkpoint_read.open_layout``:
+It opens the checkpoint as ``torch_grit.load`` does (``torch_grit.checkpoint.read.open_layout``:
 the container, the index against the shards, every descriptor against its planes'
 byte lengths at level 1) and reads no tensor data, so it takes milliseconds on any
 size. A checkpoint that fails those checks is reported as load would refuse it
@@ -11,7 +11,7 @@ import json
 import os
 import sys
 
-from . import strict_json
+from ..util import strict_json
 
 SCHEMA = "torch_grit.inspect/1"
 
@@ -28,7 +28,7 @@ bits_per_weight, gid, descriptor, digest, planes, file) and totals.
 
 
 def _policy(headers):
-    from .checkpoint_format import META_GRADE_POLICY, META_TORCH_GRIT
+    from ..checkpoint.format import META_GRADE_POLICY, META_TORCH_GRIT
 
     for h in headers:
         ours = h.metadata.get(META_TORCH_GRIT)
@@ -41,9 +41,9 @@ def _policy(headers):
 
 def inspect_checkpoint(path):
     """The document ``--json`` prints for the checkpoint at ``path`` (checked as load checks it)."""
-    from .checkpoint_format import PLANE_NAMES
-    from .checkpoint_read import open_layout
-    from .safetensors_io import DTYPES, entry_nbytes
+    from ..checkpoint.format import PLANE_NAMES
+    from ..checkpoint.read import open_layout
+    from ..checkpoint.safetensors_io import DTYPES, entry_nbytes
 
     layout = open_layout(path)
     tensors = []
@@ -121,8 +121,8 @@ def render(doc, detail=False):
 
 
 def cmd_inspect(args):
-    from .errors import GritCheckError
-    from .safetensors_io import CheckpointError
+    from ..contract.errors import GritCheckError
+    from ..checkpoint.safetensors_io import CheckpointError
 
     try:
         doc = inspect_checkpoint(args.path)

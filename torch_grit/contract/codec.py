@@ -6,7 +6,7 @@ These are the scalar truth the fast kernels are tested against; use
 
 import numpy as np
 
-from . import _C
+from .. import _C
 from .check import _buffer, _planes4
 from .errors import GradeError
 from .grade import Grade

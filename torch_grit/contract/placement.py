@@ -6,7 +6,7 @@ The constants come from the C++ core (``ROW_MAJOR``, ``COL_MAJOR``,
 
 from collections import namedtuple
 
-from . import _C
+from .. import _C
 
 PLACEMENT_UNSPECIFIED = 0
 WELL_KNOWN = {name.upper(): word for name, word in _C.placements()}
@@ -23,4 +23,6 @@ class Placement(namedtuple("Placement", ["data", "scale", "meta"])):
 
 
 def placement_name(word):
+    """The name of a placement word (``"ROW_MAJOR"``, ``"PLACEMENT_UNSPECIFIED"``, ...); a word with
+    no name reads as its class and its value in hex."""
     return _C.placement_name(int(word))

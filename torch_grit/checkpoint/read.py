@@ -12,14 +12,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional
 
-from .check import check
-from .checkpoint_format import (
+from ..contract.check import check
+from .format import (
     FORMAT_VERSION, META_DESCRIPTORS, META_TORCH_GRIT, PLANE_NAMES, PLANE_SUFFIXES, PLANE_RE,
     DTYPES_BY_NAME, Packed,
 )
-from .descriptor import Descriptor
-from .errors import GradeError, GritCheckError
-from .grade import Grade
+from ..contract.descriptor import Descriptor
+from ..contract.errors import GradeError, GritCheckError
+from ..contract.grade import Grade
 from .safetensors_io import CheckpointError, parse_json_object, read_header
 
 

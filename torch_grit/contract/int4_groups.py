@@ -7,7 +7,7 @@ descriptor: ``Int4Groups.grit_inexpressible`` says why.
 
 import numpy as np
 
-from . import _C
+from .. import _C
 
 
 class Int4GroupsError(ValueError):

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .codec import decode_bounds, decode_planes, encode_planes
-from .grade import Grade
+from ..contract.codec import decode_bounds, decode_planes, encode_planes
+from ..contract.grade import Grade
 
 CANDIDATES = ("MXFP4", "NVF4", "Q4KS", "I8S24")
 DEFAULT_BUDGET_DB = 20.0

@@ -7,8 +7,8 @@ import os
 import re
 import sys
 
-from . import strict_json
-from .profile import CANDIDATES, DEFAULT_BUDGET_DB
+from ..util import strict_json
+from ..quantization.profile import CANDIDATES, DEFAULT_BUDGET_DB
 
 EXIT_OK = 0
 EXIT_USAGE = 2        # bad arguments, unknown grade, bad --filter/--budget-db/--candidates, DST would overwrite SRC
@@ -101,9 +101,9 @@ def _fail(args, code, message):
 
 def _check_report_paths(args):
     """Report outputs are checked before anything is written: None, or what is wrong."""
-    from .checkpoint_read import resolve_files
-    from .convert import output_path
-    from .safetensors_io import CheckpointError
+    from ..checkpoint.read import resolve_files
+    from ..checkpoint.convert import output_path
+    from ..checkpoint.safetensors_io import CheckpointError
 
     protected = {os.path.abspath(output_path(args.dst))}
     try:
@@ -130,7 +130,7 @@ def _check_report_paths(args):
 
 def _auto_options(args):
     """(budget_db, candidate grades) for --grade auto; ValueError naming the bad option."""
-    from .auto import parse_budget, parse_candidates
+    from ..quantization.auto import parse_budget, parse_candidates
 
     budget = parse_budget(DEFAULT_BUDGET_DB if args.budget_db is None else args.budget_db,
                           "--budget-db")
@@ -143,8 +143,8 @@ def choice_line(r):
     """One printed line per tensor the auto rule decided: name, shape, grade or exact, why."""
     shape = "[%s]" % ", ".join(str(int(n)) for n in r.shape)
     if r.action == "quantized":
-        from .grade import Grade
-        from .profile import short_name
+        from ..contract.grade import Grade
+        from ..quantization.profile import short_name
 
         chosen = short_name(Grade.parse(r.grade))
         return "auto %s %s: %s %.2f dB (%s)" % (r.name, shape, chosen,
@@ -153,7 +153,7 @@ def choice_line(r):
 
 
 def _auto_summary(reports, budget, grades):
-    from .profile import short_name
+    from ..quantization.profile import short_name
 
     decided = [r for r in reports if r.auto is not None]
     counts = {}
@@ -166,14 +166,14 @@ def _auto_summary(reports, budget, grades):
 
 
 def run(args):
-    from .auto import is_auto
-    from .checkpoint_format import parse_size
-    from .checkpoint_read import open_layout
-    from .convert import ConvertError, convert, source_bytes
-    from .convert_report import ConversionReport
-    from .errors import GradeError, GritCheckError
-    from .grade import Grade
-    from .safetensors_io import AtomicFiles, CheckpointError
+    from ..quantization.auto import is_auto
+    from ..checkpoint.format import parse_size
+    from ..checkpoint.read import open_layout
+    from ..checkpoint.convert import ConvertError, convert, source_bytes
+    from ..checkpoint.convert_report import ConversionReport
+    from ..contract.errors import GradeError, GritCheckError
+    from ..contract.grade import Grade
+    from ..checkpoint.safetensors_io import AtomicFiles, CheckpointError
 
     auto = is_auto(args.grade)
     grade = budget = grades = None
@@ -298,7 +298,7 @@ def run(args):
 
 
 def _short_names(grades):
-    from .profile import short_name
+    from ..quantization.profile import short_name
 
     return [short_name(g) for g in grades]
 
@@ -306,10 +306,10 @@ def _short_names(grades):
 def _int4g_refusal(args):
     """--grade INT4G<g>: GRIT cannot carry it, so refuse (exit 4) naming the first tensor
     it would pack and why; nothing is written. None for any other grade string."""
-    from . import _C
-    from .convert import ConvertError, refuse_inexpressible
-    from .errors import GritCheckError
-    from .safetensors_io import CheckpointError
+    from .. import _C
+    from ..checkpoint.convert import ConvertError, refuse_inexpressible
+    from ..contract.errors import GritCheckError
+    from ..checkpoint.safetensors_io import CheckpointError
 
     if _C.int4g_parse_name(args.grade) is None:
         return None

@@ -11,50 +11,16 @@ import hashlib
 
 import torch
 
-from .check import check
-from .descriptor import Descriptor
-from .errors import GradeError, GroupAxisError, UnsupportedOpError
-from .grade import Grade, resolve_grade
-from . import _C, ops
-from .int4_groups import Int4Groups
-from .placement import Placement
-
-aten = torch.ops.aten
+from .. import _C, ops
+from ..contract.check import check
+from ..contract.descriptor import Descriptor
+from ..contract.errors import GradeError, GroupAxisError
+from ..contract.grade import Grade, resolve_grade
+from ..contract.int4_groups import Int4Groups
+from ..contract.placement import Placement
+from .dispatch import _DISPATCH, _FUNCTION, aten, implements, unsupported
 
 LOGICAL_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
-
-_DISPATCH = {}  # aten overload -> impl(func, args, kwargs), below autograd
-_FUNCTION = {}  # torch-level callable -> impl(func, args, kwargs), above autograd
-
-
-def implements(ops):
-    """Claim aten overloads for GritTensor (``__torch_dispatch__``)."""
-    def register(fn):
-        for op in ops:
-            _DISPATCH[op] = fn
-        return fn
-    return register
-
-
-def implements_function(funcs):
-    """Claim torch-level functions (``__torch_function__``).
-
-    Claimed here, a matmul reaches the packed op before autograd decomposes
-    it, so the op's own backward runs instead of an aten.mm on the weight.
-    """
-    def register(fn):
-        for f in funcs:
-            _FUNCTION[f] = fn
-        return fn
-    return register
-
-
-def unsupported(func):
-    name = getattr(func, "__name__", str(func))
-    if isinstance(func, torch._ops.OpOverload):
-        name = "aten.%s" % func.overloadpacket.__name__
-    return UnsupportedOpError("GritTensor does not support %s; call .dequantize() first if you "
-                              "want float math on the weight" % name)
 
 
 class GritTensor(torch.Tensor):
@@ -528,6 +494,12 @@ def quantize(w, grade, name="weight"):
     return GritTensor.from_planes(planes, grade, tuple(w.shape), dtype=w.dtype, name=name)
 
 
+# A pickle names a class by module and name, and torch.load(weights_only=True)
+# allows it by that name: keep the name GritTensor has always had in files
+# (torch_grit.tensor re-exports it), wherever the class is defined.
+GritTensor.__module__ = "torch_grit.tensor"
+
+
 def safe_globals():
     """What ``torch.load(weights_only=True)`` must allow to rebuild a GritTensor.
 
@@ -538,5 +510,3 @@ def safe_globals():
     """
     return [GritTensor]
 
-
-from . import linear as _linear  # noqa: E402,F401  (registers the matmul family)

@@ -6,7 +6,8 @@ import sys
 
 
 def _cmd_grades(args):
-    from . import Descriptor, Grade
+    from ..contract.descriptor import Descriptor
+    from ..contract.grade import Grade
 
     for g in (Grade.MXFP4, Grade.Q4KS, Grade.NVF4, Grade.I8S24, Grade.MXFP4_RNE, Grade.NVF4_RTZ):
         d = Descriptor(g, (args.rows, args.cols))
@@ -16,23 +17,29 @@ def _cmd_grades(args):
     return 0
 
 
-def main(argv=None):
+def build_parser():
+    """The ``torch-grit`` argument parser with every subcommand registered."""
     parser = argparse.ArgumentParser(prog="torch-grit", description="GRIT quantized tensors for PyTorch")
     sub = parser.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("grades", help="print the reference grades with their ids, descriptors and gids")
     p.add_argument("--rows", type=int, default=4096)
     p.add_argument("--cols", type=int, default=4096)
     p.set_defaults(fn=_cmd_grades)
-    from .cli_quantize import add_parser as _add_quantize
+    from .quantize import add_parser as _add_quantize
     _add_quantize(sub)
-    from .cli_profile import add_parser as _add_profile
+    from .profile import add_parser as _add_profile
     _add_profile(sub)
-    from .cli_inspect import add_parser as _add_inspect
+    from .inspect import add_parser as _add_inspect
     _add_inspect(sub)
-    from . import cli_scan
+    from . import scan as cli_scan
 
     cli_scan.register(sub)  # `scan` and `explain`
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None):
+    """Run ``torch-grit`` with ``argv`` (default: the process's); returns the exit code."""
+    args = build_parser().parse_args(argv)
     try:
         return args.fn(args)
     except BrokenPipeError:

@@ -8,11 +8,11 @@ candidate grade's real encoder (torch_grit.profile), and dropped. Exit codes:
 
 import sys
 
-from . import strict_json
-from .checkpoint_read import open_layout
-from .convert import FLOAT_DTYPES
-from .profile import CANDIDATES, DEFAULT_BUDGET_DB, profile
-from .safetensors_io import CheckpointError, read_entry
+from ..util import strict_json
+from ..checkpoint.read import open_layout
+from ..checkpoint.convert import FLOAT_DTYPES
+from ..quantization.profile import CANDIDATES, DEFAULT_BUDGET_DB, profile
+from ..checkpoint.safetensors_io import CheckpointError, read_entry
 
 EXIT_SOURCE = 3
 

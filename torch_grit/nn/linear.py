@@ -6,9 +6,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import ops
-from .grade import resolve_grade
-from .tensor import GritTensor, quantize
+from .. import ops
+from ..contract.grade import resolve_grade
+from ..tensor.grit_tensor import GritTensor, quantize
 
 
 class GritLinear(nn.Module):

@@ -12,10 +12,10 @@ from typing import Optional, Tuple
 from torch import nn
 
 from . import auto
-from .grade import Grade, resolve_grade
-from .nn import GritLinear
+from ..contract.grade import Grade, resolve_grade
+from ..nn.linear import GritLinear
 from .profile import CANDIDATES, DEFAULT_BUDGET_DB
-from .tensor import LOGICAL_DTYPES, GritTensor, fit_error
+from ..tensor.grit_tensor import LOGICAL_DTYPES, GritTensor, fit_error
 
 _HANDLERS = {}  # module type -> handler instance
 
@@ -118,7 +118,8 @@ def quantize_(model, grade, filter_fn=None, budget_db=DEFAULT_BUDGET_DB, candida
     ``torch_grit.profile`` measures it) is at least ``budget_db``; a layer no
     candidate meets stays exact and its report says why. Each packed weight's
     descriptor records its own grade, so a mixed checkpoint describes itself.
-    The rule is ``torch_grit.auto.choose``, the one ``torch-grit quantize
+    The rule is ``torch_grit.quantization.auto.choose`` (recorded in files by
+    its first name, ``torch_grit.auto.choose``), the one ``torch-grit quantize
     --grade auto`` uses; the model keeps it as ``model.grit_grade_policy``,
     which ``torch_grit.save(model)`` records so the scanner reads the mixture
     of grades as chosen, not as drift. A non-finite budget raises ValueError, an unknown

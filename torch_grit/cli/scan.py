@@ -3,7 +3,7 @@
 import os
 import sys
 
-from . import strict_json
+from ..util import strict_json
 
 EXIT_HELP = """\
 exit codes (--exit-policy graded, the default)
@@ -22,7 +22,7 @@ exit_code / exit_code_graded / exit_code_simple.
 
 
 def cmd_scan(args):
-    from .scan import render, scan_paths, to_json
+    from ..scan import render, scan_paths, to_json
 
     report = scan_paths(args.paths, deep=args.deep)
     if args.json:
@@ -34,8 +34,8 @@ def cmd_scan(args):
 
 def _descriptors_of(spec):
     """``{name: Descriptor}`` for a file (optionally FILE::TENSOR), or ``{None: Descriptor}`` for hex/64 bytes."""
-    from . import Descriptor
-    from .scan import scan_paths
+    from ..contract.descriptor import Descriptor
+    from ..scan import scan_paths
 
     path, _, tensor = spec.partition("::")
     if os.path.isfile(path) and os.path.getsize(path) != 64:

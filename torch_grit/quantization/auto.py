@@ -14,11 +14,11 @@ from typing import Optional
 
 import numpy as np
 
-from .codec import encode_planes
-from .errors import GradeError
-from .grade import Grade
+from ..contract.codec import encode_planes
+from ..contract.errors import GradeError
+from ..contract.grade import Grade
 from .profile import CANDIDATES, DEFAULT_BUDGET_DB, pick, preview, short_name
-from .tensor import group_size
+from ..tensor.grit_tensor import group_size
 
 AUTO = "auto"
 
@@ -27,10 +27,15 @@ def is_auto(grade):
     return isinstance(grade, str) and grade.strip().lower() == AUTO
 
 
+RULE_NAME = "torch_grit.auto.choose"
+
+
 def policy(budget_db, candidates):
     """What a checkpoint records about grades chosen by this rule (its "grade_policy"
-    metadata): the scanner then reads a mixture of grades as intended, not as drift."""
-    return {"grade": AUTO, "rule": "torch_grit.auto.choose", "budget_db": parse_budget(budget_db),
+    metadata): the scanner then reads a mixture of grades as intended, not as drift.
+    The rule's recorded name is the one files have always carried (``choose`` lived in
+    ``torch_grit.auto`` then); a new name would make the same choice write other bytes."""
+    return {"grade": AUTO, "rule": RULE_NAME, "budget_db": parse_budget(budget_db),
             "candidates": [g.canonical for g in parse_candidates(candidates)]}
 
 

@@ -22,8 +22,8 @@ from dataclasses import asdict, dataclass, field, is_dataclass
 import torch
 import torch.nn.functional as F
 
-from . import strict_json
-from .nn import GritLinear
+from ..util import strict_json
+from ..nn.linear import GritLinear
 
 DESCRIPTOR_BYTES = 64
 

@@ -1,0 +1,47 @@
+"""The table of torch ops a GritTensor claims, and the error for the rest.
+
+``grit_tensor.py`` (moves, copies, the transposed-weight marker) and
+``linear.py`` (the matmul family) fill it with ``implements`` /
+``implements_function``; ``GritTensor.__torch_dispatch__`` and
+``__torch_function__`` read it. A separate module so that both fillers import
+it and neither imports the other back.
+"""
+
+import torch
+
+from ..contract.errors import UnsupportedOpError
+
+aten = torch.ops.aten
+
+_DISPATCH = {}  # aten overload -> impl(func, args, kwargs), below autograd
+_FUNCTION = {}  # torch-level callable -> impl(func, args, kwargs), above autograd
+
+
+def implements(ops):
+    """Claim aten overloads for GritTensor (``__torch_dispatch__``)."""
+    def register(fn):
+        for op in ops:
+            _DISPATCH[op] = fn
+        return fn
+    return register
+
+
+def implements_function(funcs):
+    """Claim torch-level functions (``__torch_function__``).
+
+    Claimed here, a matmul reaches the packed op before autograd decomposes
+    it, so the op's own backward runs instead of an aten.mm on the weight.
+    """
+    def register(fn):
+        for f in funcs:
+            _FUNCTION[f] = fn
+        return fn
+    return register
+
+
+def unsupported(func):
+    name = getattr(func, "__name__", str(func))
+    if isinstance(func, torch._ops.OpOverload):
+        name = "aten.%s" % func.overloadpacket.__name__
+    return UnsupportedOpError("GritTensor does not support %s; call .dequantize() first if you "
+                              "want float math on the weight" % name)

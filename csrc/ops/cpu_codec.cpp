@@ -1,14 +1,18 @@
 // CPU kernels of grit::quantize and grit::dequantize: the block encoders
 // (kernels/common/block_encode.h, the core's encoder block by block, tested
-// equal) over threads, and the reference decoder of csrc/grit, behind
-// argument checks.
+// equal) over threads; for dequantize, the active variant's decoder
+// (packed_linear_cpu.h: the reference decode's bits, tested equal) over
+// 16-row tiles in parallel, and the reference decoder of csrc/grit for
+// grades without a fast decoder, behind argument checks.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <atomic>
 #include <vector>
 
+#include "kernels/cpu/packed_linear_cpu.h"
 #include "ops/int4g_ops.h"
 #include "ops/int4g_args.h"
 #include "ops/op_args.h"
@@ -48,6 +52,34 @@ std::vector<at::Tensor> quantize_cpu(const at::Tensor& w, c10::string_view grade
   return planes;
 }
 
+// W [n, k] through the active variant's decoder, tiles in parallel; false
+// (out untouched or partly written) when the variant is the scalar
+// reference, the grade has no fast decoder, or the planes need the
+// reference (an irregular sparse quad).
+bool decode_fast(const char* op, const grit::Grade& grade, const PlaneArgs& p, int64_t n, int64_t k,
+                 float* out) {
+  const grit::cpu::KernelTable& kt = active_cpu_kernels(op);
+  if (kt.isa == grit::cpu::Isa::kScalar || grit::cpu::fast_kind_of(grade) == grit::cpu::FastKind::kNone)
+    return false;
+  grit::cpu::PackedWeight w;
+  w.grade = &grade;
+  for (int i = 0; i < 4; ++i) w.planes[i] = p.plane[i];
+  w.n = n;
+  w.k = k;
+  grit::cpu::LinearPlan plan;
+  grit::cpu::make_plan(w, &plan);
+  if (plan.kind == grit::cpu::FastKind::kNone) return false;
+  std::atomic<bool> fallback{false};
+  const int64_t grain = std::max<int64_t>(1, kQuantizeGrainValues / (grit::cpu::kLinearTileRows * k));
+  at::parallel_for(0, grit::cpu::linear_tile_count(n), grain, [&](int64_t b, int64_t e) {
+    bool fb = false;
+    const grit::Status s = kt.decode_tiles(plan, b, e, out + b * grit::cpu::kLinearTileRows * k, &fb);
+    TORCH_CHECK(s.ok(), op, ": ", s.message);
+    if (fb) fallback.store(true);
+  });
+  return !fallback.load();
+}
+
 at::Tensor dequantize_cpu(const at::Tensor& data, const at::Tensor& scale0,
                           const at::Tensor& scale1, const at::Tensor& aux,
                           c10::string_view grade_text, c10::IntArrayRef shape,
@@ -63,8 +95,10 @@ at::Tensor dequantize_cpu(const at::Tensor& data, const at::Tensor& scale0,
   at::Tensor out = at::empty(shape, data.options().dtype(at::kFloat));
   const int64_t numel = out.numel();
   const int64_t row = shape.back();  // a multiple of k0 (and of M): the check says so
+  float* o = numel > 0 ? out.mutable_data_ptr<float>() : nullptr;
+  if (numel > 0 && shape.size() == 2 && decode_fast(op, *grade, p, shape[0], shape[1], o))
+    return dtype == at::kFloat ? out : out.to(dtype);
   if (numel > 0) {
-    float* o = out.mutable_data_ptr<float>();
     // Chunks of whole rows; a chunk finds its own sparse cursor, and there
     // are at most as many chunks as threads, so the scans stay cheap.
     const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / row);

@@ -172,7 +172,7 @@ at::Tensor int4g_packed_linear_grad_input_cpu(const at::Tensor& grad_y, const at
     const float* gyp = gy.const_data_ptr<float>();
     float* gxp = gx.mutable_data_ptr<float>();
     grad_input_blocks<double>(
-        n, k, m,
+        n, k, m, kGradTileRows,
         [&](int64_t r0, int64_t r1, double* out) {
           at::parallel_for(r0, r1, 8, [&](int64_t b, int64_t e) { grit::cpu::int4g_rows(w, b, e, out + (b - r0) * k); });
         },

@@ -5,11 +5,14 @@
 // bit-identical to the reference. Threads split the output into disjoint
 // 16-row tiles and every element is reduced in one fixed order, so results
 // do not depend on the thread count. The backward decodes W with the same
-// variant's decoder, a block of rows at a time (grad_input_blocks.h).
+// variant's decoder, a block of rows at a time (grad_input_blocks.h), and
+// adds the products with the variant's register-blocked kernel
+// (KernelTable::grad_input_rows), the reference's operations in its order.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <atomic>
 #include <vector>
 
@@ -119,9 +122,15 @@ at::Tensor packed_linear_grad_input_cpu(const at::Tensor& grad_y, const at::Tens
       const grit::Status s = grit::cpu::decode_rows(w, r0, r1, &cursor, out);
       TORCH_CHECK(s.ok(), op, ": ", s.message);
     };
-    grad_input_blocks<float>(n, k, m, decode, [&](int64_t r0, int64_t r1, const float* rows, int64_t c0, int64_t c1) {
-      grit::cpu::grad_input_accumulate(w, gyp, rows, r0, r1, 0, m, c0, c1, gxp);
-    });
+    // Blocks of rows as large as fit about 8 MiB decoded (the last-level
+    // cache holds them beside grad_x's traffic), at least kGradTileRows:
+    // every block reads and writes grad_x once more.
+    const int64_t block_rows =
+        std::max<int64_t>(kGradTileRows, std::min<int64_t>(512, (int64_t{8} << 20) / (4 * k)) / 16 * 16);
+    grad_input_blocks<float>(n, k, m, block_rows, decode,
+                             [&](int64_t r0, int64_t r1, const float* rows, int64_t c0, int64_t c1) {
+                               kt.grad_input_rows(gyp, n, rows, r0, r1, m, k, c0, c1, gxp);
+                             });
   }
   return gx.to(grad_y.scalar_type()).view(with_last(grad_y.sizes(), k));
 }

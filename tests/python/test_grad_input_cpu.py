@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from torch_grit import _C, ops
-from test_kernels_cpu import SHAPES, _random_planes
+from test_kernels_cpu import SHAPES, _random_planes, _reference_weight
 
 ISAS = tuple(_C.cpu_isas_supported())
 GRADES = ("MXFP4", "NVF4", "Q4KS", "I8S24", "MXFP4_RNE", "NVF4_RTZ",
@@ -43,12 +43,14 @@ def _grad(isa, gy, planes, grade, shape):
 @pytest.mark.parametrize("isa", ISAS)
 @pytest.mark.parametrize("grade", GRADES)
 def test_every_variant_gives_the_ordered_sum(isa, grade):
-    shapes = SHAPES.get(grade, ((20, 64), (70, 96)))  # 70 rows: a block of 64 and a short one
-    for i, shape in enumerate(shapes + ((136, 64),)):  # 136 rows: two blocks of 64 and a short one
+    shapes = SHAPES.get(grade, ((20, 64), (70, 96)))
+    # 600 rows of 64 columns: a block of 512 decoded rows and a short one (blocks hold up to 512
+    # rows, fewer as rows get longer, at least 64).
+    for i, shape in enumerate(shapes + ((600, 64),)):
         planes = _random_planes(grade, shape, seed=i) if grade.startswith("grit1") else \
             ops.quantize(torch.randn(shape, generator=torch.Generator().manual_seed(i)), grade)
-        w = ops.dequantize(planes, grade, shape)
-        for m in (1, 3, 9):
+        w = _reference_weight(grade, planes, shape)
+        for m in (1, 3, 9, 13):
             gy = torch.randn(m, shape[0], generator=torch.Generator().manual_seed(m))
             got = _grad(isa, gy, planes, grade, shape)
             assert _same(got, _ordered(gy, w)), (isa, grade, shape, m)
@@ -64,7 +66,7 @@ def test_irregular_sparse_planes_and_non_finite_scales(isa):
     for grade, planes, shape in (("I8S24", _random_planes("I8S24", (150, 160), regular=False), (150, 160)),
                                  ("I8S24", late, (150, 160)),
                                  ("MXFP4", _random_planes("MXFP4", (90, 96), seed=3), (90, 96))):
-        w = ops.dequantize(planes, grade, shape)
+        w = _reference_weight(grade, planes, shape)
         gy = torch.randn(4, shape[0], generator=torch.Generator().manual_seed(5))
         assert _same(_grad(isa, gy, planes, grade, shape), _ordered(gy, w)), (isa, grade)
 

@@ -105,7 +105,9 @@ def _plant_specials(grade, planes):
 
 
 def _reference_weight(grade, planes, shape):
-    return ops.dequantize(planes, grade, shape)
+    """The core's reference decode (csrc/grit), not the fast decoders ops.dequantize runs."""
+    values = torch_grit.decode_planes(grade, [p.numpy() for p in planes], shape[0] * shape[1])
+    return torch.from_numpy(np.ascontiguousarray(values, dtype=np.float32)).reshape(shape)
 
 
 def _bits(t):

@@ -260,8 +260,14 @@ constexpr int kGemvTiles = 1;
 constexpr int kGemmBatch = 1;
 constexpr int kGemmTiles = 1;
 
+// grad_x: 4 batch rows x 1 vector = 8 ymm accumulators, 2 for W, 1 for the
+// broadcast.
+constexpr int kGradBatch = 4;
+constexpr int kGradVecs = 1;
+
 #include "kernels/cpu/packed_linear_simd.inc"
 #include "kernels/cpu/packed_linear_int4g_simd.inc"
+#include "kernels/cpu/grad_input_simd.inc"
 
 }  // namespace
 }  // namespace cpu
@@ -277,7 +283,8 @@ namespace grit {
 namespace cpu {
 namespace {
 
-const KernelTable kTable{Isa::kAvx2, &simd_linear_entry, &simd_decode_entry, &simd_int4g_entry, true};
+const KernelTable kTable{Isa::kAvx2, &simd_linear_entry, &simd_decode_entry, &simd_int4g_entry, true,
+                         &simd_grad_input_rows};
 
 }  // namespace
 

@@ -228,9 +228,14 @@ inline bool d_scales_ok(VD s) {
 constexpr int kGemvTiles = 1;
 constexpr int kGemmBatch = 6;
 constexpr int kGemmTiles = 1;
+// grad_x: 6 batch rows x 4 vectors (64 columns) = 24 accumulators, 4 for W,
+// the broadcast folded into the multiply.
+constexpr int kGradBatch = 6;
+constexpr int kGradVecs = 4;
 
 #include "kernels/cpu/packed_linear_simd.inc"
 #include "kernels/cpu/packed_linear_int4g_simd.inc"
+#include "kernels/cpu/grad_input_simd.inc"
 
 // bfloat16 bits of a random value for the pair check: x-like (exponent
 // -60..60, 8 significant bits) or e-like (an FP4 value or an int8).
@@ -298,9 +303,10 @@ namespace grit {
 namespace cpu {
 namespace {
 
-const KernelTable kTable{Isa::kAvx512, &simd_linear_entry, &simd_decode_entry, &simd_int4g_entry, true};
+const KernelTable kTable{Isa::kAvx512, &simd_linear_entry, &simd_decode_entry, &simd_int4g_entry, true,
+                         &simd_grad_input_rows};
 const KernelTable kBf16Table{Isa::kAvx512Bf16, &simd_linear_pairs_entry, &simd_decode_entry,
-                              &simd_int4g_entry, true};
+                              &simd_int4g_entry, true, &simd_grad_input_rows};
 
 }  // namespace
 

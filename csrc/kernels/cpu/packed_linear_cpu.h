@@ -139,6 +139,15 @@ struct KernelTable {
   // and scale0 in the CPU tile layout, nibble_tiles.h) in place. False for
   // the scalar reference, which reads row-major planes only.
   bool reads_tiles = false;
+  // grad_x[i, c] += f32(grad_y[i, j] * W[j, c]) for j in [row_begin,
+  // row_end) ascending, batch rows i < m, columns [col_begin, col_end):
+  // grad_input_accumulate's bits (packed_linear_ref.h), whatever the
+  // blocking. grad_y is [m, n], grad_x [m, k]; w_rows holds rows
+  // [row_begin, row_end) of W, row-major. May run concurrently on disjoint
+  // column ranges.
+  void (*grad_input_rows)(const float* grad_y, int64_t n, const float* w_rows, int64_t row_begin,
+                          int64_t row_end, int64_t m, int64_t k, int64_t col_begin, int64_t col_end,
+                          float* grad_x) = nullptr;
 };
 
 const KernelTable& kernels_for(Isa isa);  // isa must be supported

@@ -13,6 +13,7 @@
 
 #include "grit/bits.h"
 #include "kernels/cpu/packed_linear_cpu.h"
+#include "kernels/cpu/tile_accumulate.h"
 
 namespace grit {
 namespace cpu {
@@ -180,8 +181,14 @@ Status scalar_int4g_tiles(const Int4gWeight& w, const float* x, int64_t m, const
   return Status::Ok();
 }
 
+void scalar_grad_input_rows(const float* grad_y, int64_t n, const float* w_rows, int64_t row_begin,
+                            int64_t row_end, int64_t m, int64_t k, int64_t col_begin, int64_t col_end,
+                            float* grad_x) {
+  accumulate_grad_input(grad_y, w_rows, n, k, row_begin, row_end, 0, m, col_begin, col_end, grad_x);
+}
+
 const KernelTable kScalarTable{Isa::kScalar, &scalar_linear_tiles, &scalar_decode_tiles,
-                               &scalar_int4g_tiles};
+                               &scalar_int4g_tiles, false, &scalar_grad_input_rows};
 
 }  // namespace
 

@@ -1,0 +1,161 @@
+"""The training path on CPU: forward, backward to the input and a LoRA-style step over packed
+weights, against plain torch of the same dtype, plus dequantize throughput.
+
+A benchmark, not a test: it prints one markdown table per run. For each weight shape [out, in],
+activation dtype (float32, bfloat16) and batch it times, in interleaved rounds (each round runs
+every row once untimed and once timed; the medians are reported, so a slow spell of this shared
+machine lands on every row of a round):
+
+  - forward: torch F.linear(x, W) with W in the activation dtype, against F.linear(x, Wq) with
+    Wq = torch_grit.quantize(W, grade) for each reference grade (no autograd);
+  - grad_input: torch `gy @ W` against torch.ops.grit.packed_linear_grad_input(gy, Wq);
+  - step: one LoRA-style training step (a frozen layer plus a rank-16 adapter, forward, backward
+    to the input and the adapter, SGD step) on a frozen nn.Linear against a GritLinear.
+
+Ratios are torch's time over torch_grit's: above 1.00x torch_grit is faster. Then
+GritTensor.dequantize() of each grade, in weights per second.
+
+Targets, per row (met or missed is printed): at batch >= 512 forward MXFP4 >= 1.0x and the other
+grades >= 0.8x, grad_input >= 0.9x and step >= 0.85x on every grade; dequantize >= 1e9 weights/s.
+
+    .venv/bin/python benchmarks/bench_train.py                      # every shape, dtype, batch
+    .venv/bin/python benchmarks/bench_train.py --shapes 4096x4096 --batches 512   # one slice
+"""
+
+import argparse
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+
+import torch_grit
+from bench_linear import cpu_name
+
+GRADES = ("MXFP4", "NVF4", "Q4KS", "I8S24")
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+RANK = 16
+TARGETS = {"forward": {"MXFP4": 1.0, None: 0.8}, "grad_input": {None: 0.9}, "step": {None: 0.85}}
+TARGET_BATCH = 512
+DEQUANT_TARGET = 1e9
+
+
+class LoRA(torch.nn.Module):
+    """A frozen base layer plus a trainable rank-RANK adapter: y = base(x) + (x A^T) B^T."""
+
+    def __init__(self, base, dtype):
+        super().__init__()
+        self.base = base
+        g = torch.Generator().manual_seed(1)
+        self.a = torch.nn.Parameter((torch.randn(RANK, base.in_features, generator=g) * 0.01).to(dtype))
+        self.b = torch.nn.Parameter(torch.zeros(base.out_features, RANK, dtype=dtype))
+
+    def forward(self, x):
+        return self.base(x) + F.linear(F.linear(x, self.a), self.b)
+
+
+def step_fn(model, x, gy):
+    opt = torch.optim.SGD([model.a, model.b], lr=1e-3)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        x.grad = None
+        model(x).backward(gy)
+        opt.step()
+    return step
+
+
+def medians(rows, rounds):
+    """{row: median seconds per call}; each round runs every row once untimed, once timed."""
+    times = {name: [] for name in rows}
+    for _ in range(rounds):
+        for name, fn in rows.items():
+            fn()
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def bench_group(n, k, dtype, batch, rounds, out):
+    gen = torch.Generator().manual_seed(0)
+    w = (torch.randn(n, k, generator=gen) * 0.02).to(dtype)
+    x = torch.randn(batch, k, generator=gen).to(dtype)
+    gy = torch.randn(batch, n, generator=gen).to(dtype)
+    packed = {g: torch_grit.quantize(w, g) for g in GRADES}  # logical dtype: the activations'
+    rows = {("forward", None): lambda: F.linear(x, w)}  # nothing here requires grad: no graph
+    for g, q in packed.items():
+        rows[("forward", g)] = lambda q=q: F.linear(x, q)
+    rows[("grad_input", None)] = lambda: gy @ w
+    for g, q in packed.items():
+        planes, canon, shape = q.planes, q.grade_canonical, list(q.logical_shape)
+        rows[("grad_input", g)] = lambda p=planes, c=canon, s=shape: \
+            torch.ops.grit.packed_linear_grad_input(gy, *p, c, s)
+    dense = torch.nn.Linear(k, n, bias=False, dtype=dtype)
+    with torch.no_grad():
+        dense.weight.copy_(w)
+    dense.weight.requires_grad_(False)
+    xg = x.clone().requires_grad_(True)
+    rows[("step", None)] = step_fn(LoRA(dense, dtype), xg, gy)
+    for g in GRADES:
+        layer = torch_grit.nn.GritLinear.from_packed(packed[g])
+        rows[("step", g)] = step_fn(LoRA(layer, dtype), xg, gy)
+    t = medians(rows, rounds)
+    for (what, g), sec in t.items():
+        if g is not None:
+            out.append(dict(shape="%dx%d" % (n, k), dtype=str(dtype).split(".")[1], batch=batch, what=what,
+                            grade=g, t=sec, torch=t[(what, None)]))
+
+
+def dequant_rows(n, k, rounds):
+    w32 = torch.randn(n, k, generator=torch.Generator().manual_seed(0))
+    packed = {g: torch_grit.quantize(w32, g) for g in GRADES}
+    t = medians({g: (lambda q=q: q.dequantize()) for g, q in packed.items()}, rounds)
+    return {g: n * k / sec for g, sec in t.items()}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--shapes", nargs="+", default=["4096x4096", "11008x4096"], help="[out]x[in]")
+    ap.add_argument("--batches", nargs="+", type=int, default=[1, 32, 512, 2048])
+    ap.add_argument("--dtypes", nargs="+", choices=sorted(DTYPES), default=["float32", "bfloat16"])
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    torch.manual_seed(0)
+    print("CPU: %s; torch %s, %d threads; torch_grit CPU variant %s"
+          % (cpu_name(), torch.__version__, torch.get_num_threads(), torch_grit._C.cpu_isa()))
+    results = []
+    for s in args.shapes:
+        n, k = map(int, s.split("x"))
+        for d in args.dtypes:
+            for b in args.batches:
+                bench_group(n, k, DTYPES[d], b, args.rounds, results)
+    print("\n| shape | dtype | batch | step | torch ms | " + " | ".join("%s ms (ratio)" % g for g in GRADES) + " |")
+    print("|---|---|---|---|---|" + "---|" * len(GRADES))
+    keyed = {}
+    for r in results:
+        keyed.setdefault((r["shape"], r["dtype"], r["batch"], r["what"]), {})[r["grade"]] = r
+    checks = []
+    for (shape, dtype, batch, what), by in keyed.items():
+        base = next(iter(by.values()))["torch"]
+        cells = []
+        for g in GRADES:
+            ratio = base / by[g]["t"]
+            cells.append("%.2f (%.2fx)" % (by[g]["t"] * 1e3, ratio))
+            if batch >= TARGET_BATCH:
+                want = TARGETS[what].get(g, TARGETS[what][None])
+                checks.append(("%s %s b%d %s %s" % (shape, dtype, batch, what, g), ratio, want))
+        print("| %s | %s | %d | %s | %.2f | %s |" % (shape, dtype, batch, what, base * 1e3, " | ".join(cells)))
+    n, k = map(int, args.shapes[0].split("x"))
+    rates = dequant_rows(n, k, args.rounds)
+    print("\nGritTensor.dequantize(), %dx%d, float32 out: " % (n, k)
+          + ", ".join("%s %.2f G weights/s" % (g, r / 1e9) for g, r in rates.items()))
+    checks += [("dequantize %s" % g, r / DEQUANT_TARGET, 1.0) for g, r in rates.items()]
+    if checks:
+        print("\nTargets:")
+        for what, got, want in checks:
+            print("  %-48s %6.2f (want >= %.2f)  %s" % (what, got, want, "met" if got >= want else "MISSED"))
+
+
+if __name__ == "__main__":
+    main()

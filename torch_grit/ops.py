@@ -303,7 +303,7 @@ def _packed_linear_exact_fake(codes, scales, data, scale0, scale1, aux, grade, s
 # ---------------------------------------------------------------------------
 # The CPU tile layout of a 4-bit weight (csrc/kernels/cpu/nibble_tiles.h)
 
-__all__ += ["tile_nibbles", "untile_nibbles", "packed_linear_tiled"]
+__all__ += ["tile_nibbles", "untile_nibbles", "packed_linear_tiled", "packed_linear_grad_input_tiled"]
 
 
 def tile_nibbles(planes: Planes, grade: GradeLike, shape: Sequence[int]) -> List[Tensor]:
@@ -341,6 +341,14 @@ def packed_linear_tiled(x: Tensor, tiled: Planes, grade: GradeLike, shape: Seque
                                                       _shape(shape), bias)
 
 
+def packed_linear_grad_input_tiled(grad_y: Tensor, tiled: Planes, grade: GradeLike,
+                                   shape: Sequence[int]) -> Tensor:
+    """``grad_y @ W`` over :func:`tile_nibbles`'s output, with ``packed_linear_grad_input``'s bits
+    (CPU): W is decoded from the tiles, never untiled first. packed_linear_tiled's backward."""
+    return torch.ops.grit.packed_linear_grad_input_tiled.default(grad_y, *_planes4(tiled), _grade_str(grade),
+                                                                 _shape(shape))
+
+
 def _tiled_bytes(rows, row_bytes):
     """tiled_plane_bytes of nibble_tiles.h: 16-row tiles, rows padded to 16 bytes."""
     return ((rows + 15) // 16) * 4 * ((row_bytes + 15) // 16) * 64
@@ -373,3 +381,14 @@ def _packed_linear_tiled_fake(x, tiled_data, tiled_scale0, scale1, aux, grade, s
     torch._check(x.shape[-1] == shape[1], lambda: "grit::packed_linear_tiled: x has %s in-features, "
                  "the weight %s" % (x.shape[-1], shape[1]))
     return x.new_empty((*x.shape[:-1], shape[0]))
+
+
+@torch.library.register_fake("grit::packed_linear_grad_input_tiled")
+def _packed_linear_grad_input_tiled_fake(grad_y, tiled_data, tiled_scale0, scale1, aux, grade, shape):
+    _check_one_device("grit::packed_linear_grad_input_tiled", "argument 'grad_y'", grad_y,
+                      (tiled_data, tiled_scale0, scale1, aux))
+    torch._check(len(shape) == 2,
+                 lambda: "grit::packed_linear_grad_input_tiled: shape must be [out, in], found %s" % (shape,))
+    torch._check(grad_y.shape[-1] == shape[0], lambda: "grit::packed_linear_grad_input_tiled: grad_y has %s "
+                 "features, the weight %s out-features" % (grad_y.shape[-1], shape[0]))
+    return grad_y.new_empty((*grad_y.shape[:-1], shape[1]))

@@ -5,8 +5,9 @@
 //                             then the bias's dtype)
 //   packed_linear_grad_input: linear in grad_y, so its gradient is
 //                             packed_linear(grad_grad_x, W) (double backward)
-//   packed_linear_tiled:      as packed_linear, W untiled (untile_nibbles) for
-//                             packed_linear_grad_input
+//   packed_linear_tiled:      as packed_linear, with packed_linear_grad_input_tiled
+//                             (W decoded from the tiles, never untiled first)
+//   packed_linear_grad_input_tiled: packed_linear_tiled(grad_grad_x, W)
 //   pack_activations, packed_linear_exact: no gradient (the exact mode is for
 //                             inference); backward refuses with a message.
 // A call where nothing needs a gradient (inference, torch.no_grad, frozen x)
@@ -53,14 +54,12 @@ const c10::TypedOperatorHandle<GradInputSig>& grad_input_op() {
   return op;
 }
 
-using UntileSig = std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, c10::string_view,
-                                                     c10::IntArrayRef);
 const c10::TypedOperatorHandle<LinearSig>& tiled_linear_op() {
   static const auto op = handle<LinearSig>("grit::packed_linear_tiled");
   return op;
 }
-const c10::TypedOperatorHandle<UntileSig>& untile_op() {
-  static const auto op = handle<UntileSig>("grit::untile_nibbles");
+const c10::TypedOperatorHandle<GradInputSig>& tiled_grad_input_op() {
+  static const auto op = handle<GradInputSig>("grit::packed_linear_grad_input_tiled");
   return op;
 }
 
@@ -75,11 +74,14 @@ void save_weight(AutogradContext* ctx, const at::Tensor& data, const at::Tensor&
   ctx->saved_data["shape"] = shape.vec();
 }
 
-// packed_linear, and (kTiled) packed_linear_tiled, whose W is read back
-// from the tiles (untile_nibbles) for packed_linear_grad_input.
+// packed_linear with packed_linear_grad_input, and (kTiled) their tiled
+// twins, which read the same planes in the CPU tile layout.
 template <bool kTiled>
 struct LinearFn : public torch::autograd::Function<LinearFn<kTiled>> {
   static const c10::TypedOperatorHandle<LinearSig>& op() { return kTiled ? tiled_linear_op() : linear_op(); }
+  static const c10::TypedOperatorHandle<GradInputSig>& grad_op() {
+    return kTiled ? tiled_grad_input_op() : grad_input_op();
+  }
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& data,
                             const at::Tensor& scale0, const at::Tensor& scale1, const at::Tensor& aux,
                             c10::string_view grade, c10::IntArrayRef shape, const std::optional<at::Tensor>& bias) {
@@ -97,30 +99,28 @@ struct LinearFn : public torch::autograd::Function<LinearFn<kTiled>> {
     const at::Tensor& gy = grads[0];
     at::Tensor gx, gbias;
     // Edges: x, the four planes, then bias where one was given.
-    if (ctx->needs_input_grad(0) && gy.defined()) {
-      at::Tensor data = saved[0], scale0 = saved[1];
-      if (kTiled) std::tie(data, scale0) = untile_op().call(saved[0], saved[1], grade, shape);
-      gx = grad_input_op().call(gy, data, scale0, saved[2], saved[3], grade, shape);
-    }
+    if (ctx->needs_input_grad(0) && gy.defined())
+      gx = grad_op().call(gy, saved[0], saved[1], saved[2], saved[3], grade, shape);
     if (ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(5) && gy.defined())
       gbias = gy.reshape({-1, shape[0]}).sum(0, false, at::kFloat).to(ctx->saved_data["bias_dtype"].toScalarType());
     return {gx, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), gbias};
   }
 };
 
-struct GradInputFn : public torch::autograd::Function<GradInputFn> {
+template <bool kTiled>
+struct GradInputFn : public torch::autograd::Function<GradInputFn<kTiled>> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& grad_y, const at::Tensor& data,
                             const at::Tensor& scale0, const at::Tensor& scale1, const at::Tensor& aux,
                             c10::string_view grade, c10::IntArrayRef shape) {
     save_weight(ctx, data, scale0, scale1, aux, grade, shape);
     at::AutoDispatchBelowADInplaceOrView below;
-    return grad_input_op().call(grad_y, data, scale0, scale1, aux, grade, shape);
+    return LinearFn<kTiled>::grad_op().call(grad_y, data, scale0, scale1, aux, grade, shape);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
     at::Tensor ggy;
     if (ctx->needs_input_grad(0) && grads[0].defined())
-      ggy = linear_op().call(grads[0], saved[0], saved[1], saved[2], saved[3],
+      ggy = LinearFn<kTiled>::op().call(grads[0], saved[0], saved[1], saved[2], saved[3],
                              ctx->saved_data["grade"].toStringRef(), ctx->saved_data["shape"].toIntVector(),
                              std::nullopt);
     return {ggy, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
@@ -167,14 +167,15 @@ at::Tensor linear_autograd(const at::Tensor& x, const at::Tensor& data, const at
   return LinearFn<kTiled>::apply(x, data, scale0, scale1, aux, grade, shape, bias);
 }
 
+template <bool kTiled>
 at::Tensor grad_input_autograd(const at::Tensor& grad_y, const at::Tensor& data, const at::Tensor& scale0,
                                const at::Tensor& scale1, const at::Tensor& aux, c10::string_view grade,
                                c10::IntArrayRef shape) {
   if (!recording() || !wants_grad(grad_y)) {
     at::AutoDispatchBelowADInplaceOrView below;
-    return grad_input_op().call(grad_y, data, scale0, scale1, aux, grade, shape);
+    return LinearFn<kTiled>::grad_op().call(grad_y, data, scale0, scale1, aux, grade, shape);
   }
-  return GradInputFn::apply(grad_y, data, scale0, scale1, aux, grade, shape);
+  return GradInputFn<kTiled>::apply(grad_y, data, scale0, scale1, aux, grade, shape);
 }
 
 std::tuple<at::Tensor, at::Tensor> pack_activations_autograd(const at::Tensor& x, int64_t block) {
@@ -192,8 +193,9 @@ at::Tensor exact_autograd(const at::Tensor& codes, const at::Tensor& scales, con
 
 TORCH_LIBRARY_IMPL(grit, Autograd, m) {
   m.impl("packed_linear", &linear_autograd<false>);
-  m.impl("packed_linear_grad_input", &grad_input_autograd);
+  m.impl("packed_linear_grad_input", &grad_input_autograd<false>);
   m.impl("packed_linear_tiled", &linear_autograd<true>);
+  m.impl("packed_linear_grad_input_tiled", &grad_input_autograd<true>);
   m.impl("pack_activations", &pack_activations_autograd);
   m.impl("packed_linear_exact", &exact_autograd);
 }

@@ -4,14 +4,18 @@
 // grit::packed_linear_tiled is grit::packed_linear over the tiled planes,
 // with its bits (the same law, the same kernels; batch 1 reads the tiles in
 // place). Threads split the output into 16-row tiles as packed_linear does.
+// grit::packed_linear_grad_input_tiled is packed_linear_grad_input with W
+// decoded from the tiles (in place on every SIMD variant), its bits too.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
 #include <tuple>
+#include <vector>
 
 #include "kernels/cpu/nibble_tiles.h"
 #include "ops/cpu_linear_frame.h"
+#include "ops/grad_input_blocks.h"
 #include "ops/op_args.h"
 
 namespace grit_ops {
@@ -89,20 +93,16 @@ std::tuple<at::Tensor, at::Tensor> untile_nibbles_cpu(const at::Tensor& tdata, c
   return {d, s};
 }
 
-at::Tensor packed_linear_tiled_cpu(const at::Tensor& x, const at::Tensor& tdata, const at::Tensor& tscale0,
-                                   const at::Tensor& scale1, const at::Tensor& aux, c10::string_view grade_text,
-                                   c10::IntArrayRef shape, const std::optional<at::Tensor>& bias) {
-  const char* op = "grit::packed_linear_tiled";
-  const auto grade = tiled_grade(op, grade_text, shape);
+// The tiled planes, checked against the weight's shape, as the kernels take them.
+grit::cpu::TiledNibbles tiled_weight(const char* op, const grit::Grade& grade, const at::Tensor& tdata,
+                                     const at::Tensor& tscale0, const at::Tensor& scale1, const at::Tensor& aux,
+                                     c10::IntArrayRef shape, c10::Device device) {
   const int64_t n = shape[0], k = shape[1];
-  check_activation(op, "x", x, k, "in-features (shape[1])", shape);
-  check_tiled(op, "data", tdata, grit::cpu::tiled_plane_bytes(n, data_row_bytes(k)), shape, x.device());
-  check_tiled(op, "scale0", tscale0, grit::cpu::tiled_plane_bytes(n, scale_row_bytes(*grade, k)), shape, x.device());
-  check_side_planes(op, scale1, aux, *grade, shape, x.device());
-  const bool has_bias = check_bias(op, bias, n, x.device());
-
+  check_tiled(op, "data", tdata, grit::cpu::tiled_plane_bytes(n, data_row_bytes(k)), shape, device);
+  check_tiled(op, "scale0", tscale0, grit::cpu::tiled_plane_bytes(n, scale_row_bytes(grade, k)), shape, device);
+  check_side_planes(op, scale1, aux, grade, shape, device);
   grit::cpu::TiledNibbles w;
-  w.grade = grade.get();
+  w.grade = &grade;
   w.n = n;
   w.k = k;
   w.data = tdata.const_data_ptr<uint8_t>();
@@ -110,6 +110,18 @@ at::Tensor packed_linear_tiled_cpu(const at::Tensor& x, const at::Tensor& tdata,
   w.scale1 = grit::Plane{scale1.numel() ? scale1.const_data_ptr<uint8_t>() : nullptr,
                          static_cast<uint64_t>(scale1.numel())};
   w.aux = grit::Plane{aux.numel() ? aux.const_data_ptr<uint8_t>() : nullptr, static_cast<uint64_t>(aux.numel())};
+  return w;
+}
+
+at::Tensor packed_linear_tiled_cpu(const at::Tensor& x, const at::Tensor& tdata, const at::Tensor& tscale0,
+                                   const at::Tensor& scale1, const at::Tensor& aux, c10::string_view grade_text,
+                                   c10::IntArrayRef shape, const std::optional<at::Tensor>& bias) {
+  const char* op = "grit::packed_linear_tiled";
+  const auto grade = tiled_grade(op, grade_text, shape);
+  const int64_t n = shape[0], k = shape[1];
+  check_activation(op, "x", x, k, "in-features (shape[1])", shape);
+  const grit::cpu::TiledNibbles w = tiled_weight(op, *grade, tdata, tscale0, scale1, aux, shape, x.device());
+  const bool has_bias = check_bias(op, bias, n, x.device());
   return cpu_linear_frame(x, n, k, bias, has_bias, [&](const float* xp, int64_t m, const float* bp, float* yp,
                                                       int64_t grain) {
     const grit::cpu::KernelTable& kt = active_cpu_kernels(op);
@@ -120,12 +132,41 @@ at::Tensor packed_linear_tiled_cpu(const at::Tensor& x, const at::Tensor& tdata,
   });
 }
 
+at::Tensor packed_linear_grad_input_tiled_cpu(const at::Tensor& grad_y, const at::Tensor& tdata,
+                                              const at::Tensor& tscale0, const at::Tensor& scale1,
+                                              const at::Tensor& aux, c10::string_view grade_text,
+                                              c10::IntArrayRef shape) {
+  const char* op = "grit::packed_linear_grad_input_tiled";
+  const auto grade = tiled_grade(op, grade_text, shape);
+  const int64_t n = shape[0], k = shape[1];
+  check_activation(op, "grad_y", grad_y, n, "out-features (shape[0])", shape);
+  const grit::cpu::TiledNibbles w = tiled_weight(op, *grade, tdata, tscale0, scale1, aux, shape, grad_y.device());
+  const grit::cpu::KernelTable& kt = active_cpu_kernels(op);
+  auto decode = [&](int64_t r0, int64_t r1, float* out) {
+    const int64_t t0 = r0 / grit::cpu::kLinearTileRows;
+    at::parallel_for(t0, grit::cpu::linear_tile_count(r1), 1, [&](int64_t b, int64_t e) {
+      const grit::Status s =
+          grit::cpu::tiled_decode_tiles(kt, w, b, e, out + (b - t0) * grit::cpu::kLinearTileRows * k);
+      TORCH_CHECK(s.ok(), op, ": ", s.message);
+    });
+  };
+  // The pair route asks for GRIT's scale0 codes: untiled once, only when it may apply.
+  return grad_input_float(grad_y, n, k, kt, decode, [&](const float* gy, int64_t count) {
+    grit::cpu::LinearPlan plan;
+    grit::cpu::tiled_grade_plan(w, &plan);
+    std::vector<uint8_t> codes(static_cast<size_t>(n * scale_row_bytes(*grade, k)));
+    grit::cpu::untile_plane(w.scale0, scale_row_bytes(*grade, k), 0, n, codes.data());
+    return grit::cpu::pairs_allowed(plan, codes.data(), codes.size(), gy, count);
+  });
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(grit, CPU, m) {
   m.impl("tile_nibbles", &tile_nibbles_cpu);
   m.impl("untile_nibbles", &untile_nibbles_cpu);
   m.impl("packed_linear_tiled", &packed_linear_tiled_cpu);
+  m.impl("packed_linear_grad_input_tiled", &packed_linear_grad_input_tiled_cpu);
 }
 
 }  // namespace grit_ops

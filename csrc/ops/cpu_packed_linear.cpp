@@ -84,55 +84,43 @@ at::Tensor packed_linear_grad_input_cpu(const at::Tensor& grad_y, const at::Tens
   const int64_t n = shape[0], k = shape[1];
   check_activation(op, "grad_y", grad_y, n, "out-features (shape[0])", shape);
   const PlaneArgs p = plane_args(op, data, scale0, scale1, aux, *grade, shape, grad_y.device());
+  const grit::cpu::KernelTable& kt = active_cpu_kernels(op);
+  if (n == 0 || k == 0 || batch_rows(grad_y) == 0)  // nothing to decode: zeros of grad_x's shape
+    return grad_input_float(grad_y, n, k, kt, [](int64_t, int64_t, float*) {}, [](const float*, int64_t) { return false; });
 
-  const int64_t m = batch_rows(grad_y);
-  at::Tensor gx = at::zeros({m, k}, grad_y.options().dtype(at::kFloat));
-  if (m > 0 && n > 0 && k > 0) {
-    const at::Tensor gy = grad_y.reshape({m, n}).to(at::kFloat).contiguous();
-    grit::cpu::PackedWeight w;
-    w.grade = grade.get();
-    for (int i = 0; i < 4; ++i) w.planes[i] = p.plane[i];
-    w.n = n;
-    w.k = k;
-    const float* gyp = gy.const_data_ptr<float>();
-    float* gxp = gx.mutable_data_ptr<float>();
-    const grit::cpu::KernelTable& kt = active_cpu_kernels(op);
-    grit::cpu::LinearPlan plan;
-    grit::cpu::make_plan(w, &plan);
-    // The variant's decoder (the reference decode's bits), tiles in
-    // parallel; the scalar variant, a grade without a fast decoder, and
-    // planes the fast decoder cannot take (it says so) decode in order with
-    // the reference, carrying the sparse cursor.
-    bool fast = kt.isa != grit::cpu::Isa::kScalar && plan.kind != grit::cpu::FastKind::kNone;
-    uint64_t cursor = 0;
-    auto decode = [&](int64_t r0, int64_t r1, float* out) {
-      if (fast) {
-        const int64_t t0 = r0 / grit::cpu::kLinearTileRows, t1 = grit::cpu::linear_tile_count(r1);
-        std::atomic<bool> fallback{false};
-        at::parallel_for(t0, t1, 1, [&](int64_t b, int64_t e) {
-          bool fb = false;
-          const grit::Status s = kt.decode_tiles(plan, b, e, out + (b - t0) * grit::cpu::kLinearTileRows * k, &fb);
-          TORCH_CHECK(s.ok(), op, ": ", s.message);
-          if (fb) fallback.store(true);
-        });
-        if (!fallback.load()) return;
-        fast = false;
-        cursor = grit::sparse_cursor(*w.grade, w.planes, static_cast<uint64_t>(r0) * static_cast<uint64_t>(k));
-      }
-      const grit::Status s = grit::cpu::decode_rows(w, r0, r1, &cursor, out);
-      TORCH_CHECK(s.ok(), op, ": ", s.message);
-    };
-    // Blocks of rows as large as fit about 8 MiB decoded (the last-level
-    // cache holds them beside grad_x's traffic), at least kGradTileRows:
-    // every block reads and writes grad_x once more.
-    const int64_t block_rows =
-        std::max<int64_t>(kGradTileRows, std::min<int64_t>(512, (int64_t{8} << 20) / (4 * k)) / 16 * 16);
-    grad_input_blocks<float>(n, k, m, block_rows, decode,
-                             [&](int64_t r0, int64_t r1, const float* rows, int64_t c0, int64_t c1) {
-                               kt.grad_input_rows(gyp, n, rows, r0, r1, m, k, c0, c1, gxp);
-                             });
-  }
-  return gx.to(grad_y.scalar_type()).view(with_last(grad_y.sizes(), k));
+  grit::cpu::PackedWeight w;
+  w.grade = grade.get();
+  for (int i = 0; i < 4; ++i) w.planes[i] = p.plane[i];
+  w.n = n;
+  w.k = k;
+  grit::cpu::LinearPlan plan;
+  grit::cpu::make_plan(w, &plan);
+  // The variant's decoder (the reference decode's bits), tiles in
+  // parallel; the scalar variant, a grade without a fast decoder, and
+  // planes the fast decoder cannot take (it says so) decode in order with
+  // the reference, carrying the sparse cursor.
+  bool fast = kt.isa != grit::cpu::Isa::kScalar && plan.kind != grit::cpu::FastKind::kNone;
+  uint64_t cursor = 0;
+  auto decode = [&](int64_t r0, int64_t r1, float* out) {
+    if (fast) {
+      const int64_t t0 = r0 / grit::cpu::kLinearTileRows, t1 = grit::cpu::linear_tile_count(r1);
+      std::atomic<bool> fallback{false};
+      at::parallel_for(t0, t1, 1, [&](int64_t b, int64_t e) {
+        bool fb = false;
+        const grit::Status s = kt.decode_tiles(plan, b, e, out + (b - t0) * grit::cpu::kLinearTileRows * k, &fb);
+        TORCH_CHECK(s.ok(), op, ": ", s.message);
+        if (fb) fallback.store(true);
+      });
+      if (!fallback.load()) return;
+      fast = false;
+      cursor = grit::sparse_cursor(*w.grade, w.planes, static_cast<uint64_t>(r0) * static_cast<uint64_t>(k));
+    }
+    const grit::Status s = grit::cpu::decode_rows(w, r0, r1, &cursor, out);
+    TORCH_CHECK(s.ok(), op, ": ", s.message);
+  };
+  return grad_input_float(grad_y, n, k, kt, decode, [&](const float* gy, int64_t count) {
+    return grit::cpu::pairs_allowed(plan, p.plane[1].data, p.plane[1].size, gy, count);
+  });
 }
 
 }  // namespace

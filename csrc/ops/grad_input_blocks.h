@@ -5,12 +5,14 @@
 // depend on the thread count, the block size or how the columns are split.
 #pragma once
 
+#include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <vector>
 
+#include "kernels/cpu/packed_linear_cpu.h"
 #include "ops/op_args.h"
 
 namespace grit_ops {
@@ -29,6 +31,37 @@ void grad_input_blocks(int64_t n, int64_t k, int64_t m, int64_t block_rows, Deco
     const int64_t grain = std::max<int64_t>(64, kLinearTaskWork / column_work);
     at::parallel_for(0, k, grain, [&](int64_t c0, int64_t c1) { accumulate(r0, r1, rows.data(), c0, c1); });
   }
+}
+
+// grad_x = grad_y W, [..., k] in grad_y's dtype, for a weight whose rows
+// decode(r0, r1, out) writes as float32 (r0 a multiple of 16): blocks of as
+// many rows as fit about 8 MiB decoded (the last-level cache holds them
+// beside grad_x's traffic; every block reads and writes grad_x once more),
+// at least kGradTileRows, at most 512 (smaller blocks for small batches
+// measured slower: a parallel region per block); the products added by the variant's
+// grad_input_rows, or by its grad_input_pairs where grad_y is bfloat16 and
+// pairs_ok(gy, count) (KernelTable::grad_input_pairs: the same bits).
+template <class Decode, class PairsOk>
+at::Tensor grad_input_float(const at::Tensor& grad_y, int64_t n, int64_t k, const grit::cpu::KernelTable& kt,
+                            Decode&& decode, PairsOk&& pairs_ok) {
+  const int64_t m = batch_rows(grad_y);
+  at::Tensor gx = at::zeros({m, k}, grad_y.options().dtype(at::kFloat));
+  if (m > 0 && n > 0 && k > 0) {
+    const at::Tensor gy = grad_y.reshape({m, n}).to(at::kFloat).contiguous();
+    const float* gyp = gy.const_data_ptr<float>();
+    float* gxp = gx.mutable_data_ptr<float>();
+    const auto accumulate_rows = kt.grad_input_pairs != nullptr && grad_y.scalar_type() == at::kBFloat16 &&
+                                         pairs_ok(gyp, m * n)
+                                     ? kt.grad_input_pairs
+                                     : kt.grad_input_rows;
+    const int64_t block_rows =
+        std::max<int64_t>(kGradTileRows, std::min<int64_t>(512, (int64_t{8} << 20) / (4 * k)) / 16 * 16);
+    grad_input_blocks<float>(n, k, m, block_rows, decode,
+                             [&](int64_t r0, int64_t r1, const float* rows, int64_t c0, int64_t c1) {
+                               accumulate_rows(gyp, n, rows, r0, r1, m, k, c0, c1, gxp);
+                             });
+  }
+  return gx.to(grad_y.scalar_type()).view(with_last(grad_y.sizes(), k));
 }
 
 }  // namespace grit_ops

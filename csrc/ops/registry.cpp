@@ -26,7 +26,8 @@ TORCH_LIBRARY(grit, m) {
       "-> bool");
   // The CPU tile layout of a 4-bit weight (kernels/cpu/nibble_tiles.h):
   // data and scale0 permuted for the SIMD kernels, scale1 and aux as they
-  // are; packed_linear_tiled has packed_linear's bits.
+  // are; packed_linear_tiled has packed_linear's bits and
+  // packed_linear_grad_input_tiled packed_linear_grad_input's.
   m.def(
       "tile_nibbles(Tensor data, Tensor scale0, Tensor scale1, Tensor aux, str grade, int[] shape) "
       "-> (Tensor tiled_data, Tensor tiled_scale0)");
@@ -36,6 +37,9 @@ TORCH_LIBRARY(grit, m) {
   m.def(
       "packed_linear_tiled(Tensor x, Tensor tiled_data, Tensor tiled_scale0, Tensor scale1, Tensor aux, "
       "str grade, int[] shape, Tensor? bias) -> Tensor");
+  m.def(
+      "packed_linear_grad_input_tiled(Tensor grad_y, Tensor tiled_data, Tensor tiled_scale0, Tensor scale1, "
+      "Tensor aux, str grade, int[] shape) -> Tensor");
   // The exact integer mode (csrc/grit/exact_linear.h): int8 activation codes
   // with one float32 scale per block, a binary32 result.
   m.def("pack_activations(Tensor x, int block) -> (Tensor codes, Tensor scales)");

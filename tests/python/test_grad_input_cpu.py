@@ -84,3 +84,28 @@ def test_thread_count_does_not_change_the_bits():
     finally:
         torch.set_num_threads(before)
     assert torch.equal(out[0].view(torch.int32), out[1].view(torch.int32))
+
+
+@pytest.mark.skipif("avx512_bf16" not in ISAS, reason="this CPU has no AVX512_BF16")
+def test_bfloat16_grad_y_over_mxfp4_takes_pairs_with_the_same_bits():
+    """Two rows per vdpbf16ps where every product is exact and every sum normal (pairs_allowed);
+    a weight whose scales leave that range, or float32 grad_y, takes the multiply and add."""
+    g = torch.Generator().manual_seed(11)
+    for shape in ((600, 64), (33, 512), (17, 96)):
+        planes = ops.quantize(torch.randn(shape, generator=g), "MXFP4")
+        w = _reference_weight("MXFP4", planes, shape)
+        for m in (1, 7):
+            gy = torch.randn(m, shape[0], generator=g).to(torch.bfloat16)
+            before = _C._cpu_pair_path_calls()
+            got = _grad("avx512_bf16", gy, planes, "MXFP4", shape)
+            assert _C._cpu_pair_path_calls() > before, shape
+            assert _same(got, _ordered(gy.float(), w).to(torch.bfloat16)), (shape, m)
+    shape = (40, 64)
+    planes = ops.quantize(torch.randn(shape, generator=g), "MXFP4")
+    planes[1][3] = 60  # one block's weights below 2^-56
+    w = _reference_weight("MXFP4", planes, shape)
+    gy = torch.randn(5, shape[0], generator=g).to(torch.bfloat16)
+    before = _C._cpu_pair_path_calls()
+    got = _grad("avx512_bf16", gy, planes, "MXFP4", shape)
+    assert _C._cpu_pair_path_calls() == before
+    assert _same(got, _ordered(gy.float(), w).to(torch.bfloat16))

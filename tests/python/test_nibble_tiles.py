@@ -2,7 +2,9 @@
 tile_nibbles / untile_nibbles give the planes back bit for bit, and
 packed_linear_tiled returns packed_linear's bits on every CPU kernel
 variant, grade, activation dtype and batch shape, ragged shapes, NaN and
-infinite scales included; opcheck on the three ops; gradients; refusals."""
+infinite scales included; packed_linear_grad_input_tiled returns
+packed_linear_grad_input's bits likewise (W decoded from the tiles); opcheck
+on the four ops; gradients; refusals."""
 
 import pytest
 import torch
@@ -141,6 +143,35 @@ def test_gradients_match_packed_linear():
     assert _same_bits(grads[0][0], grads[1][0]) and _same_bits(grads[0][1], grads[1][1])
 
 
+@pytest.mark.parametrize("grade", GRADES)
+def test_grad_input_from_the_tiles_has_the_planes_bits(isa, grade):
+    for i, shape in enumerate(SHAPES[grade] + ((600, 64),)):
+        planes = _planes(grade, shape, seed=i)
+        tiled = ops.tile_nibbles(planes, grade, shape)
+        for dtype in DTYPES:
+            for batch in X_BATCHES:
+                gy = _x(batch, shape[0], dtype, seed=7)
+                want = torch.ops.grit.packed_linear_grad_input(gy, *planes, grade, list(shape))
+                got = ops.packed_linear_grad_input_tiled(gy, tiled, grade, shape)
+                assert got.shape == want.shape and got.dtype == dtype
+                nan = want.isnan()
+                assert torch.equal(nan, got.isnan()) and _same_bits(got[~nan], want[~nan]), \
+                    (isa, grade, shape, dtype, batch)
+
+
+def test_tiled_backward_reads_the_tiles():
+    """packed_linear_tiled's backward calls packed_linear_grad_input_tiled: the tiles are never
+    untiled for it."""
+    grade, shape = "MXFP4", (40, 160)
+    tiled = ops.tile_nibbles(_planes(grade, shape), grade, shape)
+    x = _x((3,), shape[1], torch.float32).requires_grad_()
+    y = ops.packed_linear_tiled(x, tiled, grade, shape)
+    with torch.profiler.profile() as prof:
+        y.backward(torch.ones_like(y))
+    names = {e.name for e in prof.events()}
+    assert "grit::packed_linear_grad_input_tiled" in names and "grit::untile_nibbles" not in names, names
+
+
 @pytest.mark.parametrize("grade", ("MXFP4", "NVF4"))
 def test_opcheck_tile_and_untile(grade):
     shape = (40, 160)
@@ -159,6 +190,16 @@ def test_opcheck_packed_linear_tiled(grade, x_shape, dtype, with_bias):
     x = torch.randn(x_shape).to(dtype).requires_grad_()
     bias = torch.randn(shape[0]).to(dtype).requires_grad_() if with_bias else None
     torch.library.opcheck(torch.ops.grit.packed_linear_tiled.default, (x, *tiled, grade, list(shape), bias))
+
+
+@pytest.mark.parametrize("grade,gy_shape,dtype", [
+    ("MXFP4", (1, 40), torch.bfloat16), ("MXFP4", (3, 5, 40), torch.float32), ("NVF4", (2, 40), torch.float16),
+    ("NVF4", (0, 40), torch.float32)])
+def test_opcheck_packed_linear_grad_input_tiled(grade, gy_shape, dtype):
+    shape = (40, 160)
+    tiled = ops.tile_nibbles(_planes(grade, shape), grade, shape)
+    gy = torch.randn(gy_shape).to(dtype).requires_grad_()
+    torch.library.opcheck(torch.ops.grit.packed_linear_grad_input_tiled.default, (gy, *tiled, grade, list(shape)))
 
 
 @pytest.mark.parametrize("grade", ("Q4KS", "I8S24"))

@@ -1,5 +1,5 @@
-// The CPU tile layout (nibble_tiles.h): tiling, untiling, and packed_linear
-// over tiled planes.
+// The CPU tile layout (nibble_tiles.h): tiling, untiling, packed_linear
+// and decode over tiled planes.
 #include "kernels/cpu/nibble_tiles.h"
 
 #include <algorithm>
@@ -34,24 +34,34 @@ void untile_plane(const uint8_t* tiled, int64_t row_bytes, int64_t r0, int64_t r
 
 namespace {
 
+// Rows [r0, r1) of a tiled weight untiled into scratch planes: `sub` is
+// those rows as GRIT planes (scale1 and aux the whole weight's).
+struct UntiledRows {
+  std::vector<uint8_t> data, scale0;
+  PackedWeight sub;
+  UntiledRows(const TiledNibbles& w, int64_t r0, int64_t r1)
+      : data(static_cast<size_t>((r1 - r0) * (w.k / 2))),
+        scale0(static_cast<size_t>((r1 - r0) * (w.k / w.grade->k0))) {
+    untile_plane(w.data, w.k / 2, r0, r1, data.data());
+    untile_plane(w.scale0, w.k / w.grade->k0, r0, r1, scale0.data());
+    sub.grade = w.grade;
+    sub.n = r1 - r0;
+    sub.k = w.k;
+    sub.planes[0] = Plane{data.data(), data.size()};
+    sub.planes[1] = Plane{scale0.data(), scale0.size()};
+    sub.planes[2] = w.scale1;
+    sub.planes[3] = w.aux;
+  }
+};
+
 // Tiles [t0, t1) through scratch planes: untiled rows, the table's
 // linear_tiles on them (the reference where it falls back), y scattered
 // into its columns when m > 1.
 Status untiled_tiles(const KernelTable& kt, const TiledNibbles& w, const LinearPlan& plan, const float* x,
                      int64_t m, const float* bias, int64_t t0, int64_t t1, float* y) {
-  const int64_t k0 = w.grade->k0;
   const int64_t r0 = t0 * kLinearTileRows, r1 = std::min(w.n, t1 * kLinearTileRows), rows = r1 - r0;
-  std::vector<uint8_t> data(static_cast<size_t>(rows * (w.k / 2))), scale0(static_cast<size_t>(rows * (w.k / k0)));
-  untile_plane(w.data, w.k / 2, r0, r1, data.data());
-  untile_plane(w.scale0, w.k / k0, r0, r1, scale0.data());
-  PackedWeight sub;
-  sub.grade = w.grade;
-  sub.n = rows;
-  sub.k = w.k;
-  sub.planes[0] = Plane{data.data(), data.size()};
-  sub.planes[1] = Plane{scale0.data(), scale0.size()};
-  sub.planes[2] = w.scale1;
-  sub.planes[3] = w.aux;
+  const UntiledRows u(w, r0, r1);
+  const PackedWeight& sub = u.sub;
   LinearPlan sp = plan;  // the grade's tables (and the level-1 scale) are the whole weight's
   sp.w = sub;
   std::vector<float> ys;
@@ -73,24 +83,24 @@ Status untiled_tiles(const KernelTable& kt, const TiledNibbles& w, const LinearP
   return Status::Ok();
 }
 
+// The grade's plan for w; where kt reads tiles in place and the grade is a
+// kNibble one, pointed at the tiles (plan->tiled) and true.
+bool plan_in_place(const KernelTable& kt, const TiledNibbles& w, LinearPlan* plan) {
+  tiled_grade_plan(w, plan);
+  if (!kt.reads_tiles || plan->kind != FastKind::kNibble) return false;
+  plan->tiled = true;
+  plan->w.planes[0] = Plane{w.data, static_cast<uint64_t>(tiled_plane_bytes(w.n, w.k / 2))};
+  plan->w.planes[1] = Plane{w.scale0, static_cast<uint64_t>(tiled_plane_bytes(w.n, w.k / w.grade->k0))};
+  return true;
+}
+
 }  // namespace
 
 Status tiled_linear_tiles(const KernelTable& kt, const TiledNibbles& w, const float* x, int64_t m,
                           const float* bias, int64_t tile_begin, int64_t tile_end, float* y) {
   if (tile_begin >= tile_end) return Status::Ok();
-  // The plan's tables depend on the grade and the level-1 plane only.
-  PackedWeight whole;
-  whole.grade = w.grade;
-  whole.n = w.n;
-  whole.k = w.k;
-  whole.planes[2] = w.scale1;
-  whole.planes[3] = w.aux;
   LinearPlan plan;
-  make_plan(whole, &plan);
-  if (kt.reads_tiles && plan.kind == FastKind::kNibble) {
-    plan.tiled = true;
-    plan.w.planes[0] = Plane{w.data, static_cast<uint64_t>(tiled_plane_bytes(w.n, w.k / 2))};
-    plan.w.planes[1] = Plane{w.scale0, static_cast<uint64_t>(tiled_plane_bytes(w.n, w.k / w.grade->k0))};
+  if (plan_in_place(kt, w, &plan)) {
     bool fallback = false;
     const Status s = kt.linear_tiles(plan, x, m, bias, tile_begin, tile_end, y, &fallback);
     if (!s.ok() || !fallback) return s;
@@ -107,6 +117,31 @@ Status tiled_linear_tiles(const KernelTable& kt, const TiledNibbles& w, const fl
     if (!s.ok()) return s;
   }
   return Status::Ok();
+}
+
+void tiled_grade_plan(const TiledNibbles& w, LinearPlan* plan) {
+  // The plan's tables depend on the grade and the level-1 plane only.
+  PackedWeight whole;
+  whole.grade = w.grade;
+  whole.n = w.n;
+  whole.k = w.k;
+  whole.planes[2] = w.scale1;
+  whole.planes[3] = w.aux;
+  make_plan(whole, plan);
+}
+
+Status tiled_decode_tiles(const KernelTable& kt, const TiledNibbles& w, int64_t tile_begin, int64_t tile_end,
+                          float* out) {
+  if (tile_begin >= tile_end) return Status::Ok();
+  LinearPlan plan;
+  if (plan_in_place(kt, w, &plan)) {
+    bool fallback = false;
+    const Status s = kt.decode_tiles(plan, tile_begin, tile_end, out, &fallback);
+    if (!s.ok() || !fallback) return s;
+  }
+  const UntiledRows u(w, tile_begin * kLinearTileRows, std::min(w.n, tile_end * kLinearTileRows));
+  uint64_t cursor = 0;  // dense codes: no sparse cursor
+  return decode_rows(u.sub, 0, u.sub.n, &cursor, out);
 }
 
 }  // namespace cpu

@@ -54,5 +54,16 @@ struct TiledNibbles {
 Status tiled_linear_tiles(const KernelTable& kt, const TiledNibbles& w, const float* x, int64_t m,
                           const float* bias, int64_t tile_begin, int64_t tile_end, float* y);
 
+// The grade's tables for w (kind, elements, scale0 times the per-tensor
+// level-1 scale read from scale1); planes 0 and 1 left empty.
+void tiled_grade_plan(const TiledNibbles& w, LinearPlan* plan);
+
+// Rows of tiles [tile_begin, tile_end) of W, row-major into out (row
+// tile_begin*16 first): the reference decode's bits. A table with
+// reads_tiles decodes the tiles in place; the scalar reference untiles them
+// into scratch planes first.
+Status tiled_decode_tiles(const KernelTable& kt, const TiledNibbles& w, int64_t tile_begin, int64_t tile_end,
+                          float* out);
+
 }  // namespace cpu
 }  // namespace grit

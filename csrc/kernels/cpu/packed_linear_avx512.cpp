@@ -306,7 +306,7 @@ namespace {
 const KernelTable kTable{Isa::kAvx512, &simd_linear_entry, &simd_decode_entry, &simd_int4g_entry, true,
                          &simd_grad_input_rows};
 const KernelTable kBf16Table{Isa::kAvx512Bf16, &simd_linear_pairs_entry, &simd_decode_entry,
-                              &simd_int4g_entry, true, &simd_grad_input_rows};
+                              &simd_int4g_entry, true, &simd_grad_input_rows, &simd_grad_input_pairs};
 
 }  // namespace
 

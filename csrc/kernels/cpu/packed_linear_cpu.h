@@ -148,7 +148,25 @@ struct KernelTable {
   void (*grad_input_rows)(const float* grad_y, int64_t n, const float* w_rows, int64_t row_begin,
                           int64_t row_end, int64_t m, int64_t k, int64_t col_begin, int64_t col_end,
                           float* grad_x) = nullptr;
+  // The same, two rows of W per instruction (AVX512_BF16's vdpbf16ps; null
+  // elsewhere), for calls where every value of grad_y and of the decoded W
+  // is bfloat16-exact, and every product is exact in binary32 and every
+  // sum zero or normal: pairs_allowed() below says when. The same bits.
+  void (*grad_input_pairs)(const float* grad_y, int64_t n, const float* w_rows, int64_t row_begin,
+                           int64_t row_end, int64_t m, int64_t k, int64_t col_begin, int64_t col_end,
+                           float* grad_x) = nullptr;
 };
+
+// Whether a grad_input call may take KernelTable::grad_input_pairs: plan is
+// a factored E8M0 grade of 4-bit elements (MXFP4 and its siblings) whose
+// every scale0 code (codes[n_codes], GRIT's scale0 plane) gives weights of
+// magnitude in [2^-56, 2^63) with a quantum of at least 2^-56 (codes
+// 72..187, or 255: NaN), and every value of grad_y ([count]) is zero,
+// non-finite, or bfloat16-exact of magnitude in [2^-56, 2^62). Then every
+// product is exact, below 2^125, and a multiple of 2^-119, so every partial
+// sum is zero or normal.
+bool pairs_allowed(const LinearPlan& plan, const uint8_t* codes, uint64_t n_codes, const float* grad_y,
+                   int64_t count);
 
 const KernelTable& kernels_for(Isa isa);  // isa must be supported
 

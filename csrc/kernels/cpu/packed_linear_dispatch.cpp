@@ -153,6 +153,44 @@ std::atomic<uint64_t> g_pair_path_calls{0};
 uint64_t pair_path_calls() { return g_pair_path_calls.load(std::memory_order_relaxed); }
 void count_pair_path_call() { g_pair_path_calls.fetch_add(1, std::memory_order_relaxed); }
 
+namespace {
+
+// Binary32 exponent field of v (0 for zero and subnormals, 255 non-finite),
+// and whether its low 16 bits are zero (v is bfloat16-exact).
+inline uint32_t exponent_field(float v, bool* bf16_exact) {
+  uint32_t u;
+  std::memcpy(&u, &v, 4);
+  *bf16_exact = (u & 0xFFFFu) == 0;
+  return (u >> 23) & 0xFFu;
+}
+
+}  // namespace
+
+bool pairs_allowed(const LinearPlan& plan, const uint8_t* codes, uint64_t n_codes, const float* grad_y,
+                   int64_t count) {
+  if (plan.kind != FastKind::kNibble || !plan.factor || plan.w.grade == nullptr || plan.w.grade->scale0 != kE8M0)
+    return false;
+  // Elements: zero, or bfloat16-exact multiples of 1/2 below 8 (e2m1's are).
+  for (float e : plan.elem) {
+    bool exact;
+    exponent_field(e, &exact);
+    if (e != 0.0f && !(exact && std::fabs(e) < 8.0f && std::fabs(e) * 2.0f == std::floor(std::fabs(e) * 2.0f)))
+      return false;
+  }
+  // w = e * 2^(c-127): a multiple of 2^(c-128) below 2^(c-124).
+  for (uint64_t i = 0; i < n_codes; ++i) {
+    const uint8_t c = codes[i];
+    if (c != 255 && (c < 72 || c > 187)) return false;
+  }
+  // grad_y: bfloat16-exact, zero or non-finite or in [2^-56, 2^62): exponent fields 71..188.
+  for (int64_t i = 0; i < count; ++i) {
+    bool exact;
+    const uint32_t f = exponent_field(grad_y[i], &exact);
+    if (!exact || (grad_y[i] != 0.0f && f != 255 && (f < 71 || f > 188))) return false;
+  }
+  return true;
+}
+
 // ---------------------------------------------------------------------------
 // The scalar variant is the reference kernel itself.
 

@@ -13,6 +13,7 @@
 #include <random>
 #include <vector>
 
+#include "grit/grit.h"
 #include "kernels/cpu/packed_linear_cpu.h"
 #include "kernels/cpu/tile_accumulate.h"
 
@@ -85,6 +86,89 @@ TEST(GradInputRows, ABlockOfOneRowAndAnEmptyRange) {
     check(isa, 9, 5, 70, 2, 2, 0, 70, true, 8);   // no rows: grad_x unchanged
     check(isa, 9, 5, 70, 0, 5, 30, 30, true, 9);  // no columns
   }
+}
+
+// A bfloat16 value of magnitude 2^lo .. 2^hi (8 significant bits), or a
+// special one (zero, infinity, NaN) now and then.
+float bf16_in(std::mt19937& rng, int lo, int hi) {
+  switch (rng() % 20) {
+    case 0: return 0.0f;
+    case 1: return -0.0f;
+    case 2: return std::numeric_limits<float>::infinity();
+    case 3: return std::numeric_limits<float>::quiet_NaN();
+    default: break;
+  }
+  const int e = lo + static_cast<int>(rng() % static_cast<uint32_t>(hi - lo));
+  const float m = 1.0f + static_cast<float>(rng() % 128) / 128.0f;
+  return (rng() & 1 ? -1.0f : 1.0f) * std::ldexp(m, e);
+}
+
+// An MXFP4 weight value: e2m1 times 2^(c-127), c in [72, 187], or NaN (code 255).
+float mxfp4_in(std::mt19937& rng) {
+  static const float e2m1[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  if (rng() % 50 == 0) return std::numeric_limits<float>::quiet_NaN();
+  const int c = 72 + static_cast<int>(rng() % 116);
+  return (rng() & 1 ? -1.0f : 1.0f) * std::ldexp(e2m1[rng() % 8], c - 127);
+}
+
+TEST(GradInputRows, PairsAddTheReferenceProductsInOrder) {
+  if (!grit::cpu::isa_supported(Isa::kAvx512Bf16)) GTEST_SKIP() << "this CPU has no AVX512_BF16";
+  const auto& kt = grit::cpu::kernels_for(Isa::kAvx512Bf16);
+  ASSERT_NE(kt.grad_input_pairs, nullptr);
+  uint32_t seed = 100;
+  for (int64_t m : {1, 5, 6, 13})
+    for (int64_t rows : {1, 2, 7, 40})  // odd counts end on one multiply and add
+      for (int64_t k : {16, 70, 128}) {
+        std::mt19937 rng(seed++);
+        const int64_t n = rows + 3, r0 = 2;
+        std::vector<float> gy(static_cast<size_t>(m * n)), w(static_cast<size_t>(rows * k));
+        for (auto& v : gy) v = bf16_in(rng, -56, 62);
+        for (auto& v : w) v = mxfp4_in(rng);
+        std::vector<float> want(static_cast<size_t>(m * k), 0.0f), got = want;
+        grit::cpu::accumulate_grad_input(gy.data(), w.data(), n, k, r0, r0 + rows, 0, m, 0, k, want.data());
+        kt.grad_input_pairs(gy.data(), n, w.data(), r0, r0 + rows, m, k, 0, k, got.data());
+        int64_t bad = 0;
+        for (size_t i = 0; i < got.size(); ++i) bad += !same(got[i], want[i]);
+        EXPECT_EQ(bad, 0) << "m=" << m << " rows=" << rows << " k=" << k;
+      }
+}
+
+TEST(GradInputRows, PairsAllowedOnlyWhereTheyGiveTheSameBits) {
+  ASSERT_NE(grit::reference_grade("MXFP4"), nullptr);
+  const grit::Grade& mxfp4 = *grit::reference_grade("MXFP4")->grade;
+  const int64_t n = 4, k = 64;
+  std::vector<uint8_t> data(static_cast<size_t>(n * k / 2), 0x21), scales(static_cast<size_t>(n * k / 32), 120);
+  grit::cpu::PackedWeight w;
+  w.grade = &mxfp4;
+  w.n = n;
+  w.k = k;
+  w.planes[0] = grit::Plane{data.data(), data.size()};
+  w.planes[1] = grit::Plane{scales.data(), scales.size()};
+  grit::cpu::LinearPlan plan;
+  grit::cpu::make_plan(w, &plan);
+  std::vector<float> gy = {1.5f, -0.0f, 0.0f, std::numeric_limits<float>::infinity(), std::ldexp(1.0f, -56),
+                           std::ldexp(1.75f, 61), std::numeric_limits<float>::quiet_NaN()};
+  EXPECT_TRUE(grit::cpu::pairs_allowed(plan, scales.data(), scales.size(), gy.data(), static_cast<int64_t>(gy.size())));
+  for (float bad : {std::ldexp(1.0f, -57), std::ldexp(1.0f, 62), 1.0f + 0x1p-20f,
+                    std::numeric_limits<float>::denorm_min()}) {
+    std::vector<float> g2 = gy;
+    g2.push_back(bad);
+    EXPECT_FALSE(grit::cpu::pairs_allowed(plan, scales.data(), scales.size(), g2.data(), static_cast<int64_t>(g2.size()))) << bad;
+  }
+  for (uint8_t code : {71, 188, 0, 254}) {
+    scales[1] = code;
+    EXPECT_FALSE(grit::cpu::pairs_allowed(plan, scales.data(), scales.size(), gy.data(), 1)) << static_cast<int>(code);
+  }
+  for (uint8_t code : {72, 187, 255}) {
+    scales[1] = code;
+    EXPECT_TRUE(grit::cpu::pairs_allowed(plan, scales.data(), scales.size(), gy.data(), 1)) << static_cast<int>(code);
+  }
+  ASSERT_NE(grit::reference_grade("NVF4"), nullptr);
+  const grit::Grade& nvf4 = *grit::reference_grade("NVF4")->grade;
+  grit::cpu::LinearPlan other;
+  grit::cpu::make_grade_tables(nvf4, &other);
+  other.w.grade = &nvf4;
+  EXPECT_FALSE(grit::cpu::pairs_allowed(other, scales.data(), scales.size(), gy.data(), 1));
 }
 
 }  // namespace

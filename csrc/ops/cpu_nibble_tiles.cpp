@@ -154,6 +154,7 @@ at::Tensor packed_linear_grad_input_tiled_cpu(const at::Tensor& grad_y, const at
   return grad_input_float(grad_y, n, k, kt, decode, [&](const float* gy, int64_t count) {
     grit::cpu::LinearPlan plan;
     grit::cpu::tiled_grade_plan(w, &plan);
+    if (!grit::cpu::pairs_allowed(plan, nullptr, 0, gy, 0)) return false;  // the grade alone rules it out
     std::vector<uint8_t> codes(static_cast<size_t>(n * scale_row_bytes(*grade, k)));
     grit::cpu::untile_plane(w.scale0, scale_row_bytes(*grade, k), 0, n, codes.data());
     return grit::cpu::pairs_allowed(plan, codes.data(), codes.size(), gy, count);

@@ -29,7 +29,8 @@ def _ordered(gy, w):
 def _same(a, b):
     """Equal bits, or NaN where the other is NaN (which NaN an add passes on is the hardware's choice)."""
     nan = a.isnan()
-    return bool((nan == b.isnan()).all()) and torch.equal(a[~nan].view(torch.int32), b[~nan].view(torch.int32))
+    bits = torch.int16 if a.element_size() == 2 else torch.int32
+    return bool((nan == b.isnan()).all()) and torch.equal(a[~nan].view(bits), b[~nan].view(bits))
 
 
 def _grad(isa, gy, planes, grade, shape):
@@ -109,3 +110,29 @@ def test_bfloat16_grad_y_over_mxfp4_takes_pairs_with_the_same_bits():
     got = _grad("avx512_bf16", gy, planes, "MXFP4", shape)
     assert _C._cpu_pair_path_calls() == before
     assert _same(got, _ordered(gy.float(), w).to(torch.bfloat16))
+
+
+@pytest.mark.skipif("avx512_bf16" not in ISAS, reason="this CPU has no AVX512_BF16")
+def test_the_tiled_backward_takes_pairs_where_the_planes_would():
+    """packed_linear_grad_input_tiled decides the pair route from GRIT's scale codes (untiled, no
+    padding): pairs for in-range codes, none for a code planted in the last, partial tile."""
+    g = torch.Generator().manual_seed(12)
+    shape = (40, 96)  # 40 rows: the last tile holds 8
+    planes = ops.quantize(torch.randn(shape, generator=g), "MXFP4")
+    gy = torch.randn(3, shape[0], generator=g).to(torch.bfloat16)
+    for plant in (None, 60):
+        p = [t.clone() for t in planes]
+        if plant is not None:
+            p[1][39 * 3 + 2] = plant  # row 39, its last group
+        tiled = ops.tile_nibbles(p, "MXFP4", shape)
+        previous = _C._set_cpu_isa("avx512_bf16")
+        try:
+            before = _C._cpu_pair_path_calls()
+            got = ops.packed_linear_grad_input_tiled(gy, tiled, "MXFP4", shape)
+            took_pairs = _C._cpu_pair_path_calls() > before
+            want = torch.ops.grit.packed_linear_grad_input(gy, *p, "MXFP4", list(shape))
+        finally:
+            _C._set_cpu_isa(previous)
+        assert took_pairs == (plant is None)
+        assert _same(got, want) and _same(got, _ordered(gy.float(), _reference_weight("MXFP4", p, shape))
+                                          .to(torch.bfloat16))

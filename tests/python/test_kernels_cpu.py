@@ -386,3 +386,19 @@ def test_a_grade_without_a_fast_decoder_runs_the_reference(isa):
     w = _reference_weight(grade, planes, shape)
     x = torch.randn(3, 64)
     _assert_within_bound(ops.packed_linear(x, planes, grade, shape), x, w, None, torch.float32)
+
+
+@pytest.mark.parametrize("dtype", (torch.float32, torch.bfloat16))
+def test_large_batches_in_chunks_give_each_row_its_own_bits(dtype):
+    """A batch larger than one chunk of x (8 MiB of float32: 64 rows at 32768 in-features) is handed
+    to the kernels in chunks, the last one a single row (the batch-1 route); every row equals the
+    row computed alone. A tiny activation sends its chunk off the bfloat16 pair route."""
+    shape = (16, 32768)
+    g = torch.Generator().manual_seed(3)
+    planes = ops.quantize(torch.randn(shape, generator=g), "MXFP4")
+    x = torch.randn(129, shape[1], generator=g).to(dtype)
+    x[70, 5] = 1e-30  # below the pair route's activation bound: that chunk takes the FMA route
+    y = torch.ops.grit.packed_linear(x, *planes, "MXFP4", list(shape), None)
+    for i in (0, 63, 64, 70, 127, 128):
+        alone = torch.ops.grit.packed_linear(x[i:i + 1], *planes, "MXFP4", list(shape), None)
+        assert torch.equal(_bits(y[i:i + 1]), _bits(alone)), i

@@ -91,11 +91,12 @@ TEST(GradInputRows, ABlockOfOneRowAndAnEmptyRange) {
 // A bfloat16 value of magnitude 2^lo .. 2^hi (8 significant bits), or a
 // special one (zero, infinity, NaN) now and then.
 float bf16_in(std::mt19937& rng, int lo, int hi) {
-  switch (rng() % 20) {
+  switch (rng() % 24) {
     case 0: return 0.0f;
     case 1: return -0.0f;
     case 2: return std::numeric_limits<float>::infinity();
-    case 3: return std::numeric_limits<float>::quiet_NaN();
+    case 3: return -std::numeric_limits<float>::infinity();
+    case 4: return std::numeric_limits<float>::quiet_NaN();
     default: break;
   }
   const int e = lo + static_cast<int>(rng() % static_cast<uint32_t>(hi - lo));
@@ -131,6 +132,40 @@ TEST(GradInputRows, PairsAddTheReferenceProductsInOrder) {
         for (size_t i = 0; i < got.size(); ++i) bad += !same(got[i], want[i]);
         EXPECT_EQ(bad, 0) << "m=" << m << " rows=" << rows << " k=" << k;
       }
+}
+
+// One call's blocks in sequence over one grad_x (the op's blocks of rows),
+// each over a ragged column range, against the reference doing the same.
+TEST(GradInputRows, PairsOverSeveralBlocksAndColumnRanges) {
+  if (!grit::cpu::isa_supported(Isa::kAvx512Bf16)) GTEST_SKIP() << "this CPU has no AVX512_BF16";
+  const auto& kt = grit::cpu::kernels_for(Isa::kAvx512Bf16);
+  std::mt19937 rng(7);
+  const int64_t m = 7, n = 53, k = 200;
+  std::vector<float> gy(static_cast<size_t>(m * n)), w(static_cast<size_t>(n * k));
+  for (auto& v : gy) v = bf16_in(rng, -56, 62);
+  for (auto& v : w) v = mxfp4_in(rng);
+  std::vector<float> want(static_cast<size_t>(m * k), 0.0f), got = want;
+  const int64_t blocks[][2] = {{0, 16}, {16, 37}, {37, 53}};
+  const int64_t ranges[][2] = {{0, 70}, {70, 133}, {133, 200}};
+  for (const auto& b : blocks)
+    for (const auto& c : ranges) {
+      const float* rows = w.data() + b[0] * k;
+      grit::cpu::accumulate_grad_input(gy.data(), rows, n, k, b[0], b[1], 0, m, c[0], c[1], want.data());
+      kt.grad_input_pairs(gy.data(), n, rows, b[0], b[1], m, k, c[0], c[1], got.data());
+    }
+  int64_t bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) bad += !same(got[i], want[i]);
+  EXPECT_EQ(bad, 0);
+  // Sums that overflow: same-sign products near the bounds round to infinity both ways.
+  std::vector<float> big_gy(static_cast<size_t>(16), std::ldexp(1.9921875f, 61));
+  std::vector<float> big_w(static_cast<size_t>(16 * 16), std::ldexp(6.0f, 60));
+  std::vector<float> a(16, 0.0f), b2 = a;
+  grit::cpu::accumulate_grad_input(big_gy.data(), big_w.data(), 16, 16, 0, 16, 0, 1, 0, 16, a.data());
+  kt.grad_input_pairs(big_gy.data(), 16, big_w.data(), 0, 16, 1, 16, 0, 16, b2.data());
+  for (int i = 0; i < 16; ++i) {
+    EXPECT_TRUE(std::isinf(a[static_cast<size_t>(i)]));
+    EXPECT_TRUE(same(a[static_cast<size_t>(i)], b2[static_cast<size_t>(i)])) << i;
+  }
 }
 
 TEST(GradInputRows, PairsAllowedOnlyWhereTheyGiveTheSameBits) {
@@ -169,6 +204,17 @@ TEST(GradInputRows, PairsAllowedOnlyWhereTheyGiveTheSameBits) {
   grit::cpu::make_grade_tables(nvf4, &other);
   other.w.grade = &nvf4;
   EXPECT_FALSE(grit::cpu::pairs_allowed(other, scales.data(), scales.size(), gy.data(), 1));
+  // E8M0 scales over s4 elements: -8 reaches the elements' bound (|e| < 8), so no pairs.
+  grit::Grade s4;
+  ASSERT_TRUE(grit::grade_parse("grit1(e=s4,k0=32,s0=e8m0,esr=exp2floormaxabs)", &s4).ok());
+  grit::cpu::PackedWeight w4 = w;
+  w4.grade = &s4;
+  grit::cpu::LinearPlan plan4;
+  grit::cpu::make_plan(w4, &plan4);
+  ASSERT_EQ(plan4.kind, grit::cpu::FastKind::kNibble);
+  ASSERT_TRUE(plan4.factor);
+  scales[1] = 120;
+  EXPECT_FALSE(grit::cpu::pairs_allowed(plan4, scales.data(), scales.size(), gy.data(), 1));
 }
 
 }  // namespace

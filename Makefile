@@ -14,6 +14,7 @@ EXT_SOURCES := $(wildcard csrc/grit/*.cpp csrc/grit/*.h csrc/kernels/cpu/*.cpp c
 demo: build
 	$(PY) examples/demo.py
 	$(PY) examples/checkpoint_demo.py
+	$(PY) examples/hf_roundtrip.py
 
 test: build test-cpp test-py test-fuzz test-cuda-compile
 

@@ -29,11 +29,25 @@ from .quantization import quality  # noqa: F401  (torch_grit.quality.causal_lm_n
 from .checkpoint.save_load import load, save
 from .checkpoint.safetensors_io import CheckpointError
 
+from .integrations import hook as _hf_hook
+
 __version__ = "0.1.0"
+
+_hf_hook.install()  # quant_method "grit" in transformers, once transformers is imported
+
+_LAZY = {"GritConfig": "GritConfig", "save_pretrained": "save_pretrained"}
+
+
+def __getattr__(name):
+    # The Hugging Face names import transformers: only when asked for.
+    if name in _LAZY:
+        from .integrations import hf
+        return getattr(hf, _LAZY[name])
+    raise AttributeError("module 'torch_grit' has no attribute %r" % name)
 
 __all__ = [
     "Grade", "Descriptor", "Placement", "check", "digest", "GritCheckError", "GradeError",
     "encode_planes", "decode_planes", "placement_name",
     "GritTensor", "quantize", "quantize_", "tile_", "untile_", "safe_globals", "nn",
-    "save", "load", "CheckpointError", "profile", "report",
+    "save", "load", "CheckpointError", "profile", "report", "GritConfig", "save_pretrained",
 ]

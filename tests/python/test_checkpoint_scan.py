@@ -130,3 +130,20 @@ def test_candidate_layouts(tmp_path):
     both = [n for n, (stock, code, declared, _) in seen.items() if stock and code == 0 and declared]
     assert both == ["L5 zero-byte marker [rows, cols, 0] + planes",
                     "L5b the same marker with a WRONG (NVF4) descriptor"]
+
+
+def test_the_load_guard_is_the_marker_layout(tmp_path):
+    # Hugging Face model folders carry each packed weight's load guard (save(load_guard=True)):
+    # layout L5 above. grit-scan 1.1.0 then sees the descriptor (and skips its size check);
+    # torch_grit.load checks it as for any file.
+    path = str(tmp_path / "g.safetensors")
+    model = packed_model("MXFP4")
+    torch_grit.save(model, path, load_guard=True)
+    report = scan_paths([path])
+    declared = {t.name for t in report.tensors if t.desc_source == "safetensors __grit__"}
+    packed = {k for k, v in model.state_dict().items() if isinstance(v, torch_grit.GritTensor)}
+    assert report.exit_code() == 0 and declared == packed
+    assert {k: tuple(v.shape) for k, v in load_file(path).items() if k in packed} == {
+        k: tuple(model.state_dict()[k].shape) + (0,) for k in packed}
+    back = torch_grit.load(path, verify="digest")
+    assert all(torch.equal(back[k].dequantize(), model.state_dict()[k].dequantize()) for k in packed)

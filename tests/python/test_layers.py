@@ -22,7 +22,7 @@ RANK = {
     "nn": 4,
     "quantization": 5,
     "checkpoint": 6,
-    "scan": 7,
+    "scan": 7, "integrations": 7,
     "cli": 8,
     "__init__": 9, "__main__": 9,
 }

@@ -15,7 +15,7 @@ PUBLIC = [
     "Grade", "Descriptor", "Placement", "check", "digest", "GritCheckError", "GradeError",
     "encode_planes", "decode_planes", "placement_name",
     "GritTensor", "quantize", "quantize_", "tile_", "untile_", "safe_globals", "nn",
-    "save", "load", "CheckpointError", "profile", "report",
+    "save", "load", "CheckpointError", "profile", "report", "GritConfig", "save_pretrained",
 ]
 SUBCOMMANDS = {"grades", "quantize", "profile", "inspect", "scan", "explain"}
 OPS = ["quantize", "dequantize", "packed_linear", "packed_linear_grad_input", "check"]
@@ -39,7 +39,7 @@ def test_every_public_name_resolves_and_has_its_own_docstring():
 def test_the_names_beyond_all():
     from torch_grit.nn import GritLinear
 
-    assert torch_grit.nn.GritLinear is GritLinear and issubclass(GritLinear, torch.nn.Module)
+    assert torch_grit.nn.GritLinear is GritLinear and issubclass(GritLinear, torch.nn.Linear)
     assert callable(torch_grit.quality.causal_lm_nll)
     assert torch_grit.Grade.MXFP4.canonical.startswith("grit1(")
     for op in OPS:

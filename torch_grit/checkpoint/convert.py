@@ -99,13 +99,15 @@ def _select(name, entry, grade, pattern, explicit):
 
 
 def plan(src, grade, filter=None, *, budget_db=auto.DEFAULT_BUDGET_DB,
-         candidates=auto.CANDIDATES, on_entry=None):
+         candidates=auto.CANDIDATES, on_entry=None, exclude=frozenset(), load_guard=False):
     """Check the source and decide every tensor: ``(layout, [(header, entry, unit, reason, choice)])``.
 
     ``grade="auto"`` reads each selected tensor once (pread) and applies
     ``quantization.auto.choose`` with ``budget_db`` and ``candidates``; ``choice`` is
     its AutoChoice (None for a fixed grade or an unselected tensor).
     ``on_entry(name, nbytes)`` is called after each source entry is decided.
+    Entries named in ``exclude`` are left out of the output; ``load_guard``
+    gives each packed tensor its load guard (a Hugging Face model folder).
     """
     refuse_inexpressible(src, grade, filter)
     is_auto = auto.is_auto(grade)
@@ -130,6 +132,8 @@ def plan(src, grade, filter=None, *, budget_db=auto.DEFAULT_BUDGET_DB,
     for h in lay.headers:
         with open(h.path, "rb") if is_auto else contextlib.nullcontext() as f:
             for name, e in h.entries.items():  # offset order: the file is read front to back
+                if name in exclude:
+                    continue
                 take, reason = _select(name, e, grade, pattern, filter is not None)
                 choice, unit = None, None
                 if take and is_auto:
@@ -144,6 +148,8 @@ def plan(src, grade, filter=None, *, budget_db=auto.DEFAULT_BUDGET_DB,
                     unit = packed_unit(name, grade, e.shape, FLOAT_DTYPES[e.dtype])
                 if unit is None:
                     unit = Plain(name, e.dtype, e.shape)
+                else:
+                    unit.guard = bool(load_guard)
                 items.append((h, e, unit, reason, choice))
                 if on_entry is not None:
                     on_entry(name, e.nbytes)
@@ -190,7 +196,7 @@ def _check_target(lay, targets):
 
 def convert(src, dst, grade, *, filter=None, max_shard_size=None, on_tensor=None,
             budget_db=auto.DEFAULT_BUDGET_DB, candidates=auto.CANDIDATES, on_entry=None,
-            on_packed=None):
+            on_packed=None, exclude=frozenset(), load_guard=False):
     """Convert ``src`` (file, folder of shards, HF model folder) into a GRIT checkpoint.
 
     ``filter``: a regular expression; tensors whose name it matches (re.search)
@@ -203,13 +209,15 @@ def convert(src, dst, grade, *, filter=None, max_shard_size=None, on_tensor=None
     is decided (the auto pass reads them), ``on_packed(name, weight, packed,
     bias)`` after each tensor is packed (the source weight, its GritTensor
     and the source's ``<module>.bias`` or None), ``on_tensor(TensorReport)``
-    after each tensor is written. Returns ``(files written, [TensorReport])``.
+    after each tensor is written. ``exclude`` (names) are dropped: each gets a
+    TensorReport with action "dropped". ``load_guard``: see ``plan``.
+    Returns ``(files written, [TensorReport])``.
     """
     refuse_inexpressible(src, grade, filter)
     if not auto.is_auto(grade):
         grade = Grade.parse(grade)
     lay, items = plan(src, grade, filter, budget_db=budget_db, candidates=candidates,
-                      on_entry=on_entry)
+                      on_entry=on_entry, exclude=exclude, load_guard=load_guard)
     out = output_path(dst)
     _, targets, index_path = plan_shards(out, [it[2] for it in items], max_shard_size)
     _check_target(lay, targets + ([index_path] if index_path else []))
@@ -266,6 +274,15 @@ def convert(src, dst, grade, *, filter=None, max_shard_size=None, on_tensor=None
     finally:
         for f in handles.values():
             f.close()
+    for name in sorted(exclude):
+        if name in lay.plain:
+            e = lay.plain[name][1]
+            r = TensorReport(name, "dropped", e.shape, e.dtype, e.nbytes, 0, reason=
+                             "a non-persistent buffer of the model class (transformers neither "
+                             "loads nor saves it)")
+            reports.append(r)
+            if on_tensor is not None:
+                on_tensor(r)
     return files, reports
 
 

@@ -58,6 +58,11 @@ class Packed:
     dtype: str            # logical dtype name ("float32", ...)
     digest: Optional[str] = None
     plane_entries: List = field(default_factory=list)  # read side: Entry or None per plane
+    # The load guard: a zero-byte U8 entry under the logical name, shape [rows, cols, 0].
+    # A float model expects [rows, cols] there, so a loader that does not know GRIT
+    # (transformers without torch_grit) fails on a size mismatch instead of loading
+    # random weights. Written in Hugging Face model folders; optional on read.
+    guard: bool = False
 
     @property
     def grade(self):
@@ -71,9 +76,16 @@ class Packed:
     def plane_bytes(self):
         return self.descriptor.expected_plane_bytes()
 
-    def entries(self):
+    def guard_entry(self):
+        return (self.name, "U8", tuple(self.shape) + (0,))
+
+    def planes_written(self):
+        """The plane entries, in plane order (what a writer's ``fill`` produces)."""
         return [(self.name + PLANE_SUFFIXES[i], "U8", (n,))
                 for i, n in enumerate(self.plane_bytes) if n]
+
+    def entries(self):
+        return ([self.guard_entry()] if self.guard else []) + self.planes_written()
 
     def record(self):
         return {"grade": self.grade.canonical, "shape": list(self.shape), "dtype": self.dtype,
@@ -167,7 +179,7 @@ def write_units(path, units, fill, max_shard_size=None, on_unit=None, grade_poli
     """Write ``units`` to ``path`` (one file, or shards + index past ``max_shard_size``).
 
     ``fill(unit)`` returns the bytes of each of ``unit.entries()`` in order (any
-    buffer) and is called once per unit in the order given, so a caller can
+    buffer; for a Packed unit its ``planes_written()``, the guard has no bytes) and is called once per unit in the order given, so a caller can
     produce one tensor at a time; a Packed unit's digest is computed here.
     The header is laid out from shapes alone before any data is written, the
     data go in at their offsets, and the header is rewritten at the end with
@@ -203,7 +215,7 @@ def _write_planned(groups, targets, index_path, units, fill, on_unit, grade_poli
         for u in units:
             f, _, entries, data_start = plans[shard_of[u.name]]
             buffers, planes = list(fill(u)), None
-            names = u.entries()
+            names = u.planes_written() if isinstance(u, Packed) else u.entries()
             if len(buffers) != len(names):
                 raise ValueError("%s: %d buffers for %d entries" % (u.name, len(buffers), len(names)))
             for (name, _, _), buf in zip(names, buffers):

@@ -161,6 +161,20 @@ def _packed_from_header(header, name, record, desc_hex):
     return Packed(name, desc, record["dtype"], dig, entries)
 
 
+def _check_guard(header, name, packed, where):
+    """An entry under a packed tensor's own name is its load guard, or an error."""
+    e = header.entries.get(name)
+    want = packed.guard_entry()
+    if e is None:
+        raise _grit_error("it is packed here and an ordinary entry in %s" % where, header, name,
+                          "descriptor", "GradeUnknown")
+    if e.dtype != want[1] or tuple(e.shape) != want[2]:
+        raise _grit_error("an entry under a packed tensor's name must be its zero-byte load "
+                          "guard, U8 %s; found %s %s" % (list(want[2]), e.dtype, list(e.shape)),
+                          header, name, "guard", "SizeMismatch", expected=list(want[2]),
+                          found=list(e.shape))
+
+
 def open_layout(path):
     """Read and check every header, index and descriptor of a checkpoint; read no tensor data.
 
@@ -206,16 +220,17 @@ def open_layout(path):
                 raise _grit_error("__grit__ has a descriptor for it but torch_grit has no record "
                                   "(grade, shape, dtype, digest) to check it against", h, name,
                                   "torch_grit", "GradeUnknown")
+            packed = _packed_from_header(h, name, records[name], descriptors[name])
             if name in owner:
-                raise _grit_error("it is both a packed tensor and an ordinary entry", h, name,
-                                  "descriptor", "GradeUnknown")
-            out.packed[name] = (h, _packed_from_header(h, name, records[name], descriptors[name]))
+                _check_guard(h, name, packed, owner[name])
+                packed.guard = True
+            out.packed[name] = (h, packed)
         for name, e in h.entries.items():
             m = PLANE_RE.match(name)
             if m:
                 if m.group(1) not in out.packed or out.packed[m.group(1)][0] is not h:
                     raise _grit_error("a plane entry without a descriptor in this file", h, name,
                                       "descriptor", "GradeUnknown")
-            else:
+            elif name not in out.packed:
                 out.plain[name] = (h, e)
     return out

@@ -82,7 +82,7 @@ def _units_from_state_dict(state_dict):
     return units, sources
 
 
-def save(obj, path, *, max_shard_size=None, grade_policy=None):
+def save(obj, path, *, max_shard_size=None, grade_policy=None, load_guard=False):
     """Write a model's (or a state dict's) tensors as a checked safetensors checkpoint.
 
     GritTensors become their planes plus a descriptor (see the module doc);
@@ -99,6 +99,11 @@ def save(obj, path, *, max_shard_size=None, grade_policy=None):
     ``grade_policy`` (a JSON-able dict; by default the model's
     ``grit_grade_policy``, which ``quantize_(model, "auto")`` sets) is
     recorded in the metadata: the grades were chosen per tensor on purpose.
+
+    ``load_guard=True`` also writes each packed tensor's load guard (a
+    zero-byte entry under its own name, docs/checkpoints.md), so that a
+    loader without torch_grit fails on it instead of loading random weights;
+    Hugging Face model folders carry it.
     """
     if grade_policy is None and isinstance(obj, nn.Module):
         grade_policy = getattr(obj, "grit_grade_policy", None)
@@ -115,6 +120,9 @@ def save(obj, path, *, max_shard_size=None, grade_policy=None):
         raise TypeError("save() takes an nn.Module or a state dict; found %s"
                         % type(obj).__name__)
     units, sources = _units_from_state_dict(state_dict)
+    for u in units:
+        if isinstance(u, Packed):
+            u.guard = bool(load_guard)
 
     def fill(u):
         t = sources[u.name]

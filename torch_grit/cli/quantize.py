@@ -21,6 +21,14 @@ SRC is a .safetensors file, a folder of shards (with or without an index JSON)
 or a Hugging Face model folder. DST ending in .safetensors is the output file;
 any other DST is a folder that receives model.safetensors (or, past
 --max-shard-size, model-0000i-of-0000N.safetensors and model.safetensors.index.json).
+A Hugging Face model folder (SRC holds config.json) becomes a complete GRIT
+model folder: every file of SRC that is not a weight is copied, config.json
+gains a quantization_config (quant_method "grit"), the model card a note on
+what to install, each packed weight a load guard (so that transformers
+without torch_grit refuses the folder), buffers the model class does not
+persist are dropped, and the weights shard past 50GB unless
+--max-shard-size says otherwise (save_pretrained's default). The folder
+loads with transformers' from_pretrained once torch_grit is imported.
 Tensors are read, packed and written one at a time: peak memory stays near one
 source tensor plus its packed planes, whatever the model size. The output is
 written to a temporary file and renamed into place; SRC is never modified.
@@ -226,6 +234,19 @@ def run(args):
             bar.set_postfix_str("choosing " + name[-30:], refresh=False)
 
     measured = ConversionReport() if measuring else None
+    hf = None
+    if os.path.isdir(args.src) and os.path.isfile(os.path.join(args.src, "config.json")) \
+            and not args.dst.endswith(".safetensors"):
+        try:  # a Hugging Face model folder becomes a complete GRIT model folder
+            from ..integrations.hf import folder as hf
+            exclude = hf.skipped_buffers(args.src)
+            if max_shard is None:  # save_pretrained's default, so both write the same files
+                max_shard = parse_size(hf.DEFAULT_MAX_SHARD_SIZE)
+        except ImportError as e:
+            return _fail(args, EXIT_USAGE, "SRC is a Hugging Face model folder; writing a model "
+                         "folder needs transformers (%s)" % e)
+        except (OSError, ValueError, KeyError) as e:
+            return _fail(args, EXIT_SOURCE, "SRC %s: config.json: %s" % (args.src, e))
     try:
         if tqdm is not None:
             bar = tqdm(total=source_bytes(args.src) * (2 if auto else 1), unit="B",
@@ -235,8 +256,12 @@ def run(args):
                                  budget_db=budget if auto else DEFAULT_BUDGET_DB,
                                  candidates=grades if auto else CANDIDATES,
                                  on_entry=on_entry if auto else None,
-                                 on_packed=measured.on_packed if measured else None)
+                                 on_packed=measured.on_packed if measured else None,
+                                 exclude=exclude if hf else frozenset(), load_guard=hf is not None)
         open_layout(files[-1])  # the result (its index when sharded) passes load's checks
+        if hf is not None:
+            hf.complete_folder(args.src, args.dst, hf.folder_config(
+                "auto" if auto else grade, reports, budget, grades))
         source = open_layout(args.src) if measuring else None  # the files to count
     except ConvertError as e:
         code = {"unpackable": EXIT_UNPACKABLE, "already_packed": EXIT_SOURCE,
@@ -251,8 +276,10 @@ def run(args):
             bar.close()
 
     quantized = [r for r in reports if r.action == "quantized"]
+    dropped = [r for r in reports if r.action == "dropped"]
+    reports = [r for r in reports if r.action != "dropped"]
     totals = {"tensors": len(reports), "quantized": len(quantized),
-              "kept": len(reports) - len(quantized),
+              "kept": len(reports) - len(quantized), "dropped": [r.name for r in dropped],
               "bytes_before": sum(r.bytes_before for r in reports),
               "bytes_after": sum(r.bytes_after for r in reports)}
     summary = {"src": args.src, "files": files, "grade": "auto" if auto else grade.canonical,
@@ -290,6 +317,11 @@ def run(args):
             budget, ",".join(short for short in _short_names(grades))))
     if rep is not None:
         print(rep.table())
+    for r in dropped:
+        print("dropped %s: %s" % (r.name, r.reason))
+    if hf is not None:
+        print("wrote the model folder %s: config.json (quantization_config), and every file of "
+              "SRC that is not a weight" % args.dst)
     print("wrote %s: %d tensors, %d packed to %s, %d kept; %.1f MB -> %.1f MB" % (
         files[-1] if len(files) > 1 else files[0], totals["tensors"], totals["quantized"],
         "auto-chosen grades" if auto else grade.name or grade.canonical, totals["kept"],

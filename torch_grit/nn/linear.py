@@ -11,8 +11,13 @@ from ..contract.grade import resolve_grade
 from ..tensor.grit_tensor import GritTensor, quantize
 
 
-class GritLinear(nn.Module):
-    """A drop-in for ``nn.Linear`` whose weight is a GritTensor.
+class GritLinear(nn.Linear):
+    """An ``nn.Linear`` whose weight is a GritTensor.
+
+    A subclass of ``nn.Linear``, so that what asks ``isinstance(m, nn.Linear)``
+    (PEFT's LoRA dispatch, torch's tensor-parallel styles, Hugging Face's
+    init and loading code) takes it for the linear layer it is. It never
+    allocates nn.Linear's float weight.
 
     The weight is an ``nn.Parameter(requires_grad=False)`` (as torchao does):
     it moves with ``.to()``, lands in ``state_dict()`` and is skipped by
@@ -28,7 +33,7 @@ class GritLinear(nn.Module):
     def __init__(self, in_features, out_features, bias=True, device=None, dtype=None, *, grade):
         if not isinstance(bias, bool):
             raise TypeError("bias is True or False; found %s" % type(bias).__name__)
-        super().__init__()
+        nn.Module.__init__(self)  # not nn.Linear.__init__: it would allocate a float weight
         dtype = dtype or torch.get_default_dtype()
         zeros = torch.zeros(out_features, in_features, device=device, dtype=dtype)
         # A real packing (not empty planes) so the placeholder is valid bytes under its grade.
@@ -45,8 +50,8 @@ class GritLinear(nn.Module):
     @classmethod
     def from_linear(cls, linear, grade, name="weight"):
         """Pack ``linear``'s weight to ``grade``; the bias is copied as a float Parameter."""
-        if not isinstance(linear, nn.Linear):
-            raise TypeError("from_linear takes an nn.Linear; found %s" % type(linear).__name__)
+        if not isinstance(linear, nn.Linear) or isinstance(linear, GritLinear):
+            raise TypeError("from_linear takes a float nn.Linear; found %s" % type(linear).__name__)
         weight = quantize(linear.weight.detach(), resolve_grade(grade), name=name)
         return cls.from_packed(weight, linear.bias)
 
@@ -70,6 +75,11 @@ class GritLinear(nn.Module):
     @property
     def grade(self):
         return self.weight.grade
+
+    def reset_parameters(self):
+        """Refused: the packed weight is data, not an initialization (nn.Linear's hook)."""
+        raise TypeError("GritLinear holds a packed %s weight: it is loaded or quantized, never "
+                        "re-initialized" % (self.weight.grade.name or self.weight.grade_canonical))
 
     def tile_(self):
         """Hold the weight in the CPU tile layout (``GritTensor.tile``), in place; returns self.

@@ -39,9 +39,22 @@ def implements_function(funcs):
     return register
 
 
+# In-place arithmetic on a weight: what an adapter merge (PEFT's merge_and_unload,
+# ``weight.data += delta``) does. Its own refusal, with the reason and the ways out.
+_IN_PLACE_MATH = ("add_", "sub_", "mul_", "div_", "addcmul_", "addcdiv_", "lerp_", "addmm_",
+                  "normal_", "uniform_", "zero_", "fill_")
+
+
 def unsupported(func):
     name = getattr(func, "__name__", str(func))
     if isinstance(func, torch._ops.OpOverload):
         name = "aten.%s" % func.overloadpacket.__name__
+        if func.overloadpacket.__name__ in _IN_PLACE_MATH:
+            return UnsupportedOpError(
+                "GritTensor refuses %s: its bytes are a packed weight, and changing its values in "
+                "place (an adapter merge such as PEFT's merge_and_unload, an initializer) would "
+                "mean quantizing again, a second rounding the adapter was not trained against. "
+                "Keep the adapter unmerged (it runs beside the packed layer), or merge into the "
+                "float model and quantize that" % name)
     return UnsupportedOpError("GritTensor does not support %s; call .dequantize() first if you "
                               "want float math on the weight" % name)

@@ -313,3 +313,10 @@ def test_causal_lm_end_to_end(tmp_path):
     model.save_pretrained(tmp_path / "again")
     assert filecmp.cmp(os.path.join(dst, "model.safetensors"),
                        tmp_path / "again" / "model.safetensors", shallow=False)
+
+
+def test_push_to_hub_is_refused_before_writing(bert_dst, tmp_path):
+    model = AutoModel.from_pretrained(bert_dst)
+    with pytest.raises(ValueError, match="upload_folder"):
+        model.save_pretrained(tmp_path / "hub", push_to_hub=True)
+    assert not os.path.exists(tmp_path / "hub")

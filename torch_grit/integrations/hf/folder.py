@@ -187,8 +187,10 @@ def save_pretrained(model, save_directory, *, max_shard_size=DEFAULT_MAX_SHARD_S
                         state_dict=state_dict, is_main_process=is_main_process,
                         push_to_hub=push_to_hub, **kwargs)
     if push_to_hub:
-        raise NotImplementedError("save_pretrained(push_to_hub=True) on a GRIT model: save the "
-                                  "folder, then upload it with huggingface_hub")
+        # A designed refusal: nothing here can reach a hub to test an upload against.
+        raise ValueError("save_pretrained(push_to_hub=True) on a GRIT model: torch_grit writes "
+                         "the folder only; save it, then upload it with huggingface_hub's "
+                         "upload_folder")
     unknown = sorted(k for k in kwargs if k not in ("safe_serialization", "variant", "token"))
     if unknown or kwargs.get("variant"):
         raise TypeError("save_pretrained of a GRIT model does not take %s"

@@ -31,10 +31,6 @@ CARD_MARK = "<!-- torch_grit -->"
 DEFAULT_MAX_SHARD_SIZE = "50GB"  # transformers 5's save_pretrained default
 
 
-def is_model_folder(path):
-    return os.path.isdir(path) and os.path.isfile(os.path.join(path, "config.json"))
-
-
 def _is_weight(name):
     return name.endswith(WEIGHT_SUFFIXES)
 
@@ -95,10 +91,6 @@ def card_note(config):
             "`from_pretrained`; without it, transformers refuses the folder (each packed weight's "
             "load guard does not fit the float layer) rather than loading random weights.\n"
             % (CARD_MARK, config.grade, config.torch_grit_version))
-
-
-def _quantization_dict(config):
-    return config.to_dict()
 
 
 def complete_folder(src, dst, config):
@@ -244,5 +236,5 @@ def grade_policy_of(layout):
     return None
 
 
-__all__ = ["complete_folder", "save_pretrained", "skipped_buffers", "is_model_folder", "config_for",
+__all__ = ["complete_folder", "save_pretrained", "skipped_buffers", "config_for",
            "VERSION"]

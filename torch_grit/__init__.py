@@ -26,7 +26,7 @@ from .quantization.quantize_model import quantize_
 from .quantization.profile import profile
 from .quantization.report import report
 from .quantization import quality  # noqa: F401  (torch_grit.quality.causal_lm_nll)
-from .checkpoint.save_load import load, save
+from .interop.files import load, save
 from .checkpoint.safetensors_io import CheckpointError
 
 from .integrations import hook as _hf_hook

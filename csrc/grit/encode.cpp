@@ -260,6 +260,32 @@ Status encode_i8s24(const float* v, uint64_t n, EncodedPlanes* out) {
   return Status::Ok();
 }
 
+// Dense s8 with one binary16 scale per k0 values (ggml's Q8_0 grade at
+// k0 = 32): ratiomaxabs as I8S24 applies it, over every value of the group.
+Status encode_s8_dense(const float* v, uint64_t n, uint64_t k0, EncodedPlanes* out) {
+  Status st = need_multiple(n, k0, "s8 with binary16 scales");
+  if (!st.ok()) return st;
+  EncodedPlanes p;
+  p.plane[0].reserve(n);
+  for (uint64_t g = 0; g < n / k0; ++g) {
+    const float* blk = v + k0 * g;
+    if (!all_finite(blk, k0)) {
+      put_u16(p.plane[1], 0x7E00);  // a NaN scale poisons the group
+      for (uint64_t i = 0; i < k0; ++i) p.plane[0].push_back(0);
+      continue;
+    }
+    float amax = 0.0f;
+    for (uint64_t i = 0; i < k0; ++i) amax = std::fmax(amax, std::fabs(blk[i]));
+    uint16_t sb = amax == 0.0f ? f16_bits_of(1.0f) : f16_bits_of(amax / kS8Max);
+    if (f16_value(sb) == 0.0f) sb = 0x0001;  // a zero scale is never emitted
+    put_u16(p.plane[1], sb);
+    const float S = f16_value(sb);
+    for (uint64_t i = 0; i < k0; ++i) p.plane[0].push_back(static_cast<uint8_t>(enc(kS8, blk[i] / S)));
+  }
+  *out = std::move(p);
+  return Status::Ok();
+}
+
 Status choose_encoder(const Grade& g, EncoderChoice* out) {
   auto same_decode = [&](const char* ref) {
     const ReferenceGrade* r = reference_grade(ref);
@@ -289,9 +315,17 @@ Status choose_encoder(const Grade& g, EncoderChoice* out) {
   }
   if (same_decode("I8S24") && esr == "ratiomaxabs" && er_rne)
     return pick(EncoderFamily::kI8s24, ScaleRule::kExp2Floor, rne);
+  if (esr == "ratiomaxabs" && er_rne) {
+    // Dense s8, one binary16 scale per 32 values: ggml's Q8_0 grade.
+    Grade dense;
+    if (grade_parse("grit1(e=s8,k0=32,s0=binary16,esr=ratiomaxabs)", &dense).ok() &&
+        decode_projection(dense) == decode_projection(g))
+      return pick(EncoderFamily::kS8Dense, ScaleRule::kExp2Floor, rne);
+  }
   return Status::Fail(Error::kInexpressible,
                       "no reference encoder for " + g.canonical +
-                          " (encoders exist for the MXFP4, Q4KS, NVF4 and I8S24 families)");
+                          " (encoders exist for the MXFP4, Q4KS, NVF4 and I8S24 families and for "
+                          "Q8_0's grit1(e=s8,k0=32,s0=binary16,esr=ratiomaxabs))");
 }
 
 Status encode(const Grade& g, const float* v, uint64_t n, EncodedPlanes* out) {
@@ -303,6 +337,7 @@ Status encode(const Grade& g, const float* v, uint64_t n, EncodedPlanes* out) {
     case EncoderFamily::kQ4ks: return encode_q4ks(v, n, out);
     case EncoderFamily::kNvf4: return encode_nvf4(v, n, c.elem_rounding, out);
     case EncoderFamily::kI8s24: return encode_i8s24(v, n, out);
+    case EncoderFamily::kS8Dense: return encode_s8_dense(v, n, g.k0, out);
   }
   return Status::Fail(Error::kInexpressible, "unknown encoder family");
 }

@@ -34,10 +34,14 @@ Status encode_nvf4(const float* v, uint64_t n, Rounding elem_rounding, EncodedPl
 // int8 2:4: keep the two largest magnitudes per quad (NaN counts as the
 // largest, ties to the lower index), binary16 scale per 32 logical values.
 Status encode_i8s24(const float* v, uint64_t n, EncodedPlanes* out);
+// Dense s8, one binary16 scale per k0 values, esr=ratiomaxabs: S = binary16(amax / 127)
+// (1.0 for an all-zero group, never 0), codes s8(x / S) rne satfinite; a group holding
+// NaN or Inf gets the NaN scale 0x7E00 and zero codes.
+Status encode_s8_dense(const float* v, uint64_t n, uint64_t k0, EncodedPlanes* out);
 
 // Which encoder above a grade takes: any grade whose decode projection and
 // esr/er match one of them. Others are refused with the reason.
-enum class EncoderFamily { kMxfp4, kQ4ks, kNvf4, kI8s24 };
+enum class EncoderFamily { kMxfp4, kQ4ks, kNvf4, kI8s24, kS8Dense };
 struct EncoderChoice {
   EncoderFamily family = EncoderFamily::kMxfp4;
   ScaleRule rule = ScaleRule::kExp2Floor;  // kMxfp4

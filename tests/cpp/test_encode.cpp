@@ -144,6 +144,8 @@ TEST(Encode, DispatcherRefusesGradesWithoutAnEncoder) {
       "grit1(e=s8,k0=32,s0=binary16,sp=2:4:u2:asclsb,er=rtz,esr=ratio)",
       "grit1(e=u4,k0=32,s0=u6,k1=8,s1=binary16,zp=u6,zps=l1,er=rna,esr=affine)",
       "grit1(e=e2m1,k0=16,s0=e4m3,k1=0,s1=binary32,er=rtp,esr=ratio)",
+      "grit1(e=s8,k0=64,s0=binary16,esr=ratiomaxabs)",      // dense s8 at another block size
+      "grit1(e=s8,k0=32,s0=binary16,er=rtz,esr=ratiomaxabs)",
   };
   for (const char* t : refused) {
     const grit::Status s = grit::encode(gt::parse_ok(t), v.data(), v.size(), &ep);
@@ -152,6 +154,34 @@ TEST(Encode, DispatcherRefusesGradesWithoutAnEncoder) {
   // The ceil rule has an encoder although no reference grade uses it.
   EXPECT_TRUE(grit::encode(gt::parse_ok("grit1(e=e2m1,k0=32,s0=e8m0,esr=rceil)"), v.data(), 32, &ep).ok());
   EXPECT_EQ(ep.plane[1][0], 124);  // 0.5 is a power of two: ceil = floor = -1; minus emax 2 -> 2^-3
+}
+
+// Q8_0's grade: S = binary16(amax / 127) rne, codes s8(x / S) rne, a zero
+// group scales by 1.0, a group holding NaN or Inf gets the NaN scale.
+TEST(Encode, DenseS8RatioMaxAbs) {
+  const grit::Grade g = gt::parse_ok("grit1(e=s8,k0=32,s0=binary16,esr=ratiomaxabs)");
+  std::vector<float> v(96, 0.0f);
+  for (int i = 0; i < 32; ++i) v[i] = static_cast<float>(i - 16) * 0.25f;  // amax 4: S = f16(4/127)
+  v[40] = NAN;                                                              // group 1 poisoned
+  grit::EncodedPlanes ep;
+  ASSERT_TRUE(grit::encode(g, v.data(), v.size(), &ep).ok());
+  ASSERT_EQ(ep.plane[0].size(), 96u);
+  ASSERT_EQ(ep.plane[1].size(), 6u);
+  const uint16_t s0 = static_cast<uint16_t>(ep.plane[1][0] | (ep.plane[1][1] << 8));
+  EXPECT_EQ(s0, grit::f16_bits_of(4.0f / 127.0f));
+  const float S = grit::f16_value(s0);
+  for (int i = 0; i < 32; ++i) {
+    const int q = static_cast<int>(std::nearbyint(static_cast<double>(v[i] / S)));
+    EXPECT_EQ(static_cast<int8_t>(ep.plane[0][i]), q > 127 ? 127 : (q < -127 ? -127 : q)) << i;
+  }
+  EXPECT_EQ(ep.plane[1][2] | (ep.plane[1][3] << 8), 0x7E00);  // NaN scale
+  EXPECT_EQ(ep.plane[1][4] | (ep.plane[1][5] << 8), 0x3C00);  // all-zero group: 1.0
+  for (int i = 32; i < 96; ++i) EXPECT_EQ(ep.plane[0][i], 0) << i;
+  std::vector<float> out(96);
+  const grit::Plane planes[4] = {{ep.plane[0].data(), 96}, {ep.plane[1].data(), 6}, {nullptr, 0}, {nullptr, 0}};
+  ASSERT_TRUE(grit::decode(g, planes, 96, out.data()).ok());
+  EXPECT_TRUE(std::isnan(out[33]));
+  EXPECT_EQ(out[64], 0.0f);
 }
 
 // ------------------------------------------------------------ shared exponent

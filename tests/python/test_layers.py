@@ -23,8 +23,9 @@ RANK = {
     "quantization": 5,
     "checkpoint": 6,
     "scan": 7, "integrations": 7,
-    "cli": 8,
-    "__init__": 9, "__main__": 9,
+    "interop": 8,
+    "cli": 9,
+    "__init__": 10, "__main__": 10,
 }
 
 

@@ -17,7 +17,7 @@ PUBLIC = [
     "GritTensor", "quantize", "quantize_", "tile_", "untile_", "safe_globals", "nn",
     "save", "load", "CheckpointError", "profile", "report", "GritConfig", "save_pretrained",
 ]
-SUBCOMMANDS = {"grades", "quantize", "profile", "inspect", "scan", "explain"}
+SUBCOMMANDS = {"import", "export", "grades", "quantize", "profile", "inspect", "scan", "explain"}
 OPS = ["quantize", "dequantize", "packed_linear", "packed_linear_grad_input", "check"]
 
 

@@ -183,11 +183,11 @@ def load(path, model=None, *, verify="structure", device="cpu", strict=True):
     state = OrderedDict((k, state[k]) for k in sorted(state))
     if model is None:
         return state
-    _fill_model(model, state, strict)
+    fill_model(model, state, strict)
     return model
 
 
-def _fill_model(model, state, strict):
+def fill_model(model, state, strict):
     """Install ``state`` into ``model``: all checks first, then the swaps and copies."""
     from ..nn.linear import GritLinear
 

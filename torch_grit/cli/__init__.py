@@ -31,6 +31,8 @@ def build_parser():
     _add_profile(sub)
     from .inspect import add_parser as _add_inspect
     _add_inspect(sub)
+    from .interop import add_parsers as _add_interop
+    _add_interop(sub)  # `import` and `export`
     from . import scan as cli_scan
 
     cli_scan.register(sub)  # `scan` and `explain`

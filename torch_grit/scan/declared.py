@@ -12,6 +12,7 @@ from ..contract.check import check
 from ..contract.descriptor import Descriptor
 from ..contract.errors import GradeError, GritCheckError
 from ..contract.grade import Grade
+from ..contract.placement import container_bytes as placed_bytes
 from .records import fingerprint_gid
 
 _KNOWN = None
@@ -45,32 +46,36 @@ def parse_hex(text):
     return raw
 
 
-def judge(report, rec, raw, container_bytes, where_source):
+def judge(report, rec, raw, container_bytes, where_source, shape=None):
     """Attach a declared descriptor to ``rec`` and report what the core says.
 
-    Returns the expected plane lengths (for --deep) or None.
+    ``shape``: the shape the descriptor describes, when the container lists
+    it otherwise than ``rec.shape`` (GGUF: ggml's order, ne0 first, as
+    grit-scan reads it). Returns the expected plane lengths (for --deep) or None.
     """
     path, name = rec.path, rec.name
-    desc = Descriptor.from_bytes(raw, rec.shape)
+    shape = tuple(rec.shape if shape is None else shape)
+    desc = Descriptor.from_bytes(raw, shape)
     if desc.grade is None and known_grade(desc.grade_id) is not None:
-        desc = Descriptor.from_bytes(raw, rec.shape, grade=known_grade(desc.grade_id))
+        desc = Descriptor.from_bytes(raw, shape, grade=known_grade(desc.grade_id))
     rec.desc, rec.source = desc, "declared"
     rec.family = where_source
     rec.quantised = True
-    data = {"desc_hex": raw.hex(), "shape": list(rec.shape)}
+    data = {"desc_hex": raw.hex(), "shape": list(shape)}
     try:
         expected = desc.expected_plane_bytes()
     except GritCheckError as exc:
         report.add("size" if exc.status == "SizeMismatch" else "check", path,
-                   "the size equations do not admit shape %s: %s" % (list(rec.shape), exc),
+                   "the size equations do not admit shape %s: %s" % (list(shape), exc),
                    tensor=name, data=dict(data, status=exc.status, field=exc.field,
                                           expected=exc.expected, found=exc.found))
         return None
-    total = sum(expected)
+    total = placed_bytes(desc, expected)
     if total != container_bytes:
         report.add("size", path,
-                   "the descriptor requires %d bytes (planes %s) for shape %s; the container holds %d"
-                   % (total, list(expected), list(rec.shape), container_bytes),
+                   "the descriptor requires %d bytes (planes %s, placement %s) for shape %s; the container "
+                   "holds %d" % (total, list(expected), _C.placement_name(desc.placement_scale), list(shape),
+                                 container_bytes),
                    tensor=name, data=dict(data, expected=total, found=container_bytes, planes=list(expected)),
                    fix="the grade, k0/k1 or shape in the descriptor is not the one the bytes were packed with: "
                        "`torch-grit explain` it against the writer's descriptor")

@@ -15,6 +15,7 @@ import os
 
 import numpy as np
 
+from ..contract import ggml_blocks
 from ..contract.check import check
 from ..contract.errors import GritCheckError
 
@@ -67,6 +68,15 @@ def _declared(report, rec, pieces, extra):
                          "expected": exc.expected, "found": exc.found})
 
 
+def _declared_blocks(report, rec, pieces, bt):
+    """A declared tensor held as ggml blocks (BLOCK_AOS, PACK_K4_12B): its planes, moved out."""
+    whole = pieces[0]
+    if whole.size % bt.nbytes:
+        return   # the size finding already says so
+    planes = ggml_blocks.to_planes(bt.name, whole.reshape(-1, bt.nbytes), ggml_zero=False, refuse=False)
+    _declared(report, rec, planes, (None, None))
+
+
 def _g_idx(report, rec, pieces, k0):
     g = pieces[0].view("<i4")
     if np.array_equal(g, np.arange(g.size, dtype=np.int64) // k0):
@@ -99,4 +109,4 @@ def _qzeros(report, rec, pieces, extra):
                           "throughout is evidence, not proof" % (half, half - 1))
 
 
-_CHECKS = {"declared": _declared, "g_idx": _g_idx, "qzeros": _qzeros}
+_CHECKS = {"declared": _declared, "declared_blocks": _declared_blocks, "g_idx": _g_idx, "qzeros": _qzeros}

@@ -2,6 +2,7 @@
 inferred from ggml block types, and general.file_type against the tensors."""
 
 from .. import _C
+from ..contract import ggml_blocks
 from ..contract.descriptor import Descriptor
 from . import ggml
 from .declared import judge, parse_hex
@@ -52,9 +53,14 @@ def scan_gguf(path, report, deep_plan):
             except ValueError as exc:
                 report.add("bad_descriptor", path, "grit.desc.%s is unusable: %s" % (t.name, exc), tensor=t.name)
             else:
-                expected = judge(report, rec, raw, nbytes, "gguf grit.desc")
+                expected = judge(report, rec, raw, nbytes, "gguf grit.desc", shape=t.dims)
                 if deep_plan is not None and expected is not None and t.offset + nbytes <= h.data_span:
-                    deep_plan.append(("declared", rec, [(h.data_offset + t.offset, nbytes)], (expected, None)))
+                    span = [(h.data_offset + t.offset, nbytes)]
+                    bt = ggml_blocks.TYPES.get(tname)
+                    if bt is not None and tuple(rec.desc.placement)[:2] == (bt.placement, bt.placement):
+                        deep_plan.append(("declared_blocks", rec, span, bt))   # planes interleaved in blocks
+                    else:
+                        deep_plan.append(("declared", rec, span, (expected, None)))
                 continue
         row = ggml.ROWS.get(tname)
         if row is None:

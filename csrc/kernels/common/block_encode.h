@@ -23,7 +23,7 @@ namespace blockenc {
 
 // Values per block (the unit one call encodes) of each family, in the order
 // of grit::EncoderFamily.
-enum Family : int { kMxfp4 = 0, kQ4ks = 1, kNvf4 = 2, kI8s24 = 3 };
+enum Family : int { kMxfp4 = 0, kQ4ks = 1, kNvf4 = 2, kI8s24 = 3, kS8Dense = 4 };
 GRIT_HD int unit_of(int family) { return family == kQ4ks ? 256 : (family == kNvf4 ? 16 : 32); }
 
 // MXFP4 scale rules, in the order of grit::ScaleRule.
@@ -327,6 +327,21 @@ GRIT_HD void i8s24_block(const float* v, uint8_t* data, uint8_t* scale, uint8_t*
   for (int i = 0; i < 16; ++i) data[i] = s8_code(kept[i] / S);
 }
 
+// 32 values -> 32 s8 codes and one binary16 scale (ggml's Q8_0 grade).
+GRIT_HD void s8_dense_block(const float* v, uint8_t* data, uint8_t* scale) {
+  if (!all_finite(v, 32)) {
+    put_u16(scale, 0x7E00);
+    for (int i = 0; i < 32; ++i) data[i] = 0;
+    return;
+  }
+  const float amax = max_magnitude(v, 32);
+  uint16_t sb = amax == 0.0f ? f16_bits(1.0f) : f16_bits(amax / 127.0f);
+  if (f16_float(sb) == 0.0f) sb = 0x0001;  // a zero scale is never emitted
+  put_u16(scale, sb);
+  const float S = f16_float(sb);
+  for (int i = 0; i < 32; ++i) data[i] = s8_code(v[i] / S);
+}
+
 // ---- A whole tensor: the planes' byte offsets of block b. ----
 
 struct Planes {
@@ -349,6 +364,7 @@ GRIT_HD uint64_t plane_bytes(int family, uint64_t n, int i) {
     case kQ4ks: return i == 0 ? n / 2 : (i == 2 ? n / 64 : n / 32);
     case kNvf4: return i == 0 ? n / 2 : (i == 1 ? n / 16 : (i == 2 ? 4 : 0));
     case kI8s24: return i == 0 ? n / 2 : (i == 1 ? n / 16 : (i == 3 ? n / 8 : 0));
+    case kS8Dense: return i == 0 ? n : (i == 1 ? n / 16 : 0);
   }
   return 0;
 }
@@ -367,6 +383,9 @@ GRIT_HD bool encode_block(const Planes& P, uint64_t b) {
       return true;
     case kI8s24:
       i8s24_block(v, P.p[0] + 16 * b, P.p[1] + 2 * b, P.p[3] + 4 * b);
+      return true;
+    case kS8Dense:
+      s8_dense_block(v, P.p[0] + 32 * b, P.p[1] + 2 * b);
       return true;
   }
   return false;

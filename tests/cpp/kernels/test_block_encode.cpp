@@ -93,7 +93,7 @@ TEST(BlockEncode, NarrowCodesMatchFmtEncode) {
 
 // The grade names of each family the core's encoder takes.
 const char* const kGrades[] = {"MXFP4", "grit1(e=e2m1,k0=32,s0=e8m0,esr=exp2ceilmaxabs)", "MXFP4_RNE", "Q4KS",
-                               "NVF4", "NVF4_RTZ", "I8S24"};
+                               "NVF4", "NVF4_RTZ", "I8S24", "grit1(e=s8,k0=32,s0=binary16,esr=ratiomaxabs)"};
 
 std::shared_ptr<const grit::Grade> grade_of(const std::string& text) {
   auto g = std::make_shared<grit::Grade>();

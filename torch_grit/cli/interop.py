@@ -1,0 +1,184 @@
+"""``torch-grit import SRC.gguf DST`` and ``torch-grit export SRC DST.gguf``."""
+
+import argparse
+import os
+import sys
+
+from ..util import strict_json
+
+EXIT_OK = 0
+EXIT_USAGE = 2        # bad arguments, unknown grade, DST would overwrite SRC, DST not .gguf
+EXIT_SOURCE = 3       # SRC missing, not GGUF / not a checkpoint, truncated, a refused block or descriptor
+EXIT_UNPACKABLE = 4   # a tensor that cannot be carried across (named, with the reason)
+EXIT_WRITE = 5        # DST could not be written (nothing replaced)
+
+IMPORT_EPILOG = """\
+SRC is a GGUF file. Q8_0, Q4_K and MXFP4 tensors become GritTensors of the
+grades grit-scan names for them (their blocks repacked into GRIT's planes; the
+decode equals gguf.quants.dequantize bit for bit), F32/F16/BF16 and integer
+tensors stay plain. Every other block type (Q4_0, Q4_1, Q5_*, Q6_K, IQ*, ...)
+is refused naming the reason, unless --requantize GRADE: then gguf-py decodes it
+and GRADE's encoder packs it, with its SQNR printed. Names are kept as in SRC.
+DST ending in .safetensors is the output file; any other DST is a folder that
+receives model.safetensors. Written to a temporary file and renamed into place.
+
+exit codes
+  0  imported; DST written
+  2  usage: bad arguments or grade, DST would overwrite SRC
+  3  SRC is missing, not GGUF, truncated, or holds a block the import refuses
+     (an MXFP4 scale of 0xFF, a non-finite binary16 scale, a descriptor that lies)
+  4  a tensor of a type GRIT cannot carry, without --requantize (nothing written)
+  5  DST could not be written (nothing replaced)
+"""
+
+EXPORT_EPILOG = """\
+SRC is a torch_grit checkpoint (a .safetensors file, a folder or an index).
+Packed tensors of the grades ggml has blocks for (Q8_0's grade, GRADE_Q4KS,
+GRADE_MXFP4) are written as ggml Q8_0 / Q4_K / MXFP4 blocks with their GRIT
+descriptor in the KV entry grit.desc.<tensor>; float and integer tensors as
+they are. Any other grade is refused naming the tensor (nothing written).
+
+exit codes
+  0  exported; DST written
+  2  usage: bad arguments, DST does not end in .gguf
+  3  SRC is missing or not a checkpoint that passes load's checks
+  4  a tensor has no GGUF form (named, with the reason; nothing written)
+  5  DST could not be written (nothing replaced)
+"""
+
+
+def add_parsers(sub):
+    p = sub.add_parser("import", help="import a GGUF file as a checked GRIT checkpoint",
+                       description="Import the tensors of a GGUF file as a torch_grit safetensors checkpoint.",
+                       epilog=IMPORT_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("src", metavar="SRC")
+    p.add_argument("dst", metavar="DST")
+    p.add_argument("--requantize", metavar="GRADE",
+                   help="pack the tensors of block types GRIT cannot carry to GRADE (decoded by gguf-py)")
+    p.add_argument("--max-shard-size", metavar="SIZE", help="write HF-style shards of at most SIZE")
+    p.add_argument("--json", action="store_true", help="one JSON line per tensor, then a summary line")
+    p.set_defaults(fn=run_import)
+    p = sub.add_parser("export", help="export a GRIT checkpoint as a GGUF file",
+                       description="Export a torch_grit checkpoint as GGUF (ggml blocks + grit.desc.*).",
+                       epilog=EXPORT_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("src", metavar="SRC")
+    p.add_argument("dst", metavar="DST.gguf")
+    p.add_argument("--arch", help="general.architecture (default torch_grit)")
+    p.add_argument("--json", action="store_true", help="one JSON line per tensor, then a summary line")
+    p.set_defaults(fn=run_export)
+
+
+def _fail(args, code, message):
+    if args.json:
+        try:
+            print(strict_json.dumps({"event": "error", "exit_code": code, "message": message}), flush=True)
+        except BrokenPipeError:
+            pass
+    print("torch-grit %s: %s" % (args.cmd, message), file=sys.stderr)
+    return code
+
+
+def _bar(args, total, desc):
+    if args.json or not sys.stderr.isatty():
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc=desc, file=sys.stderr)
+
+
+def run_import(args):
+    from ..checkpoint.format import parse_size
+    from ..checkpoint.read import open_layout
+    from ..checkpoint.safetensors_io import CheckpointError
+    from ..contract.errors import GradeError, GritCheckError
+    from ..contract.grade import resolve_grade
+    from ..interop.gguf.convert import import_gguf
+
+    if args.requantize is not None:
+        try:
+            resolve_grade(args.requantize)
+        except (GradeError, TypeError) as e:
+            return _fail(args, EXIT_USAGE, "--requantize: unknown grade: %s" % e)
+    try:
+        max_shard = parse_size(args.max_shard_size)
+    except ValueError as e:
+        return _fail(args, EXIT_USAGE, str(e))
+    if not os.path.isfile(args.src):
+        return _fail(args, EXIT_SOURCE, "SRC %s: no such file" % args.src)
+    bar = _bar(args, os.path.getsize(args.src), "import")
+
+    def on_tensor(rec):
+        if bar is not None:
+            bar.update(rec.bytes_before)
+        if args.json:
+            print(strict_json.dumps(dict(event="tensor", **rec.to_json())), flush=True)
+
+    try:
+        files, records = import_gguf(args.src, args.dst, requantize=args.requantize,
+                                     max_shard_size=max_shard, on_tensor=on_tensor)
+        open_layout(files[-1])
+    except CheckpointError as e:
+        code = EXIT_UNPACKABLE if e.field in ("ggml_type", "requantize") or \
+            (e.field == "shape" and "2-D" in str(e)) else EXIT_SOURCE
+        return _fail(args, code, "SRC %s" % e)
+    except GritCheckError as e:
+        return _fail(args, EXIT_SOURCE, "SRC %s" % e)
+    except ValueError as e:
+        return _fail(args, EXIT_USAGE, str(e))
+    except OSError as e:
+        return _fail(args, EXIT_WRITE, "cannot write %s: %s" % (args.dst, e))
+    finally:
+        if bar is not None:
+            bar.close()
+    counts = {}
+    for r in records:
+        counts[r.action] = counts.get(r.action, 0) + 1
+    summary = {"src": args.src, "files": files, "tensors": len(records), "actions": counts,
+               "bytes_before": sum(r.bytes_before for r in records),
+               "bytes_after": sum(r.bytes_after for r in records)}
+    if args.json:
+        print(strict_json.dumps(dict(event="done", **summary)), flush=True)
+        return EXIT_OK
+    for r in records:
+        if r.action == "requantized":
+            print("requantized %s (ggml %s) to %s: %.2f dB, max abs error %.3g"
+                  % (r.name, r.ggml_type, r.grade, r.error["sqnr_db"], r.error["max_abs_err"]))
+    print("wrote %s: %d tensors (%s)" % (files[-1] if len(files) > 1 else files[0], len(records),
+                                         ", ".join("%d %s" % (n, a) for a, n in sorted(counts.items()))))
+    return EXIT_OK
+
+
+def run_export(args):
+    from ..checkpoint.safetensors_io import CheckpointError
+    from ..checkpoint.save_load import load
+    from ..contract.errors import GritCheckError
+    from ..interop.gguf.write import save_gguf
+    from ..tensor.grit_tensor import GritTensor
+
+    if not args.dst.lower().endswith(".gguf"):
+        return _fail(args, EXIT_USAGE, "DST %s: an export target ends in .gguf" % args.dst)
+    try:
+        state = load(args.src)
+    except (CheckpointError, GritCheckError) as e:
+        return _fail(args, EXIT_SOURCE, "SRC %s" % e)
+    except OSError as e:
+        return _fail(args, EXIT_SOURCE, "SRC %s: %s" % (args.src, e))
+    try:
+        save_gguf(state, args.dst, arch=args.arch)
+    except ValueError as e:
+        return _fail(args, EXIT_UNPACKABLE, str(e))
+    except OSError as e:
+        return _fail(args, EXIT_WRITE, "cannot write %s: %s" % (args.dst, e))
+    packed = sum(isinstance(t, GritTensor) for t in state.values())
+    if args.json:
+        for name, t in state.items():
+            print(strict_json.dumps({"event": "tensor", "name": name, "packed": isinstance(t, GritTensor),
+                                     "grade": t.grade_canonical if isinstance(t, GritTensor) else None}),
+                  flush=True)
+        print(strict_json.dumps({"event": "done", "src": args.src, "files": [args.dst],
+                                 "tensors": len(state), "packed": packed}), flush=True)
+        return EXIT_OK
+    print("wrote %s: %d tensors, %d as ggml blocks with grit.desc.* descriptors" % (args.dst, len(state), packed))
+    return EXIT_OK

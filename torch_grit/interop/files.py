@@ -1,0 +1,48 @@
+"""``torch_grit.load`` / ``torch_grit.save``: the format follows the path.
+
+A path ending in ``.gguf`` is a GGUF file (``interop.gguf``); anything else is
+a torch_grit safetensors checkpoint (``checkpoint.save_load``).
+"""
+
+from ..checkpoint import save_load
+from ..checkpoint.format import VERIFY_LEVELS
+
+
+def is_gguf(path):
+    return str(path).lower().endswith(".gguf")
+
+
+def save(obj, path, **kwargs):
+    """Write a model's (or a state dict's) tensors to ``path``: a checked safetensors
+    checkpoint (``checkpoint.save_load.save``, its keywords), or for ``*.gguf`` a GGUF
+    file (``interop.gguf.save_gguf``: keywords ``arch``, ``names``, ``metadata``)."""
+    if is_gguf(path):
+        from .gguf import save_gguf
+
+        return save_gguf(obj, path, **kwargs)
+    return save_load.save(obj, path, **kwargs)
+
+
+def load(path, model=None, *, verify="structure", device="cpu", strict=True, requantize=None):
+    """Load ``path`` checked: a safetensors checkpoint (``checkpoint.save_load.load``) or,
+    for ``*.gguf``, a GGUF file (``interop.gguf.load_gguf``; ``requantize=GRADE`` packs
+    the block types GRIT cannot name, else they are refused). With ``model``, the
+    tensors go into it as ``checkpoint.save_load.load`` does."""
+    if not is_gguf(path):
+        if requantize is not None:
+            raise ValueError("requantize= applies to GGUF files; %s is a safetensors checkpoint" % path)
+        return save_load.load(path, model, verify=verify, device=device, strict=strict)
+    from .gguf import load_gguf
+
+    if verify not in VERIFY_LEVELS:
+        raise ValueError("verify is one of %s; found %r" % (VERIFY_LEVELS, verify))
+    if verify == "digest":
+        raise ValueError("verify='digest': a GGUF file carries no plane digest; its tensors are checked at "
+                         "level 1 (descriptor, plane lengths) as they are read")
+    state = load_gguf(path, requantize=requantize)
+    if str(device) != "cpu":
+        state = type(state)((k, v.to(device)) for k, v in state.items())
+    if model is None:
+        return state
+    save_load.fill_model(model, state, strict)
+    return model

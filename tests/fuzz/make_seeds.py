@@ -4,7 +4,7 @@ Usage: python tests/fuzz/make_seeds.py OUTDIR
 Seeds: each reference descriptor followed by a shape and its exact plane
 lengths (fuzz_check); grade spellings (fuzz_grade); one input per decode
 grade with encoded-looking bytes (fuzz_decode); for the Python readers
-(fuzz_safetensors, fuzz_gguf) every file of the hostile corpus
+(fuzz_safetensors, fuzz_gguf, fuzz_gguf_import) every file of the hostile corpus
 (tests/corpus/make_corpus.py) and valid files from the real writers
 (torch_grit.save, GPTQ/AWQ/compressed-tensors layouts with their config.json,
 gguf.GGUFWriter with declared and inferred contracts), small so the fuzzers
@@ -151,6 +151,23 @@ def reader_seeds(out):
             for name, blob in seeds.items():
                 with open(os.path.join(folder, name), "wb") as f:
                     f.write(blob)
+        # fuzz_gguf_import: a flag byte (bit 0: requantize), then the file; the scan's GGUF
+        # seeds, and files torch_grit.save writes with declared descriptors.
+        import_dir = os.path.join(out, "fuzz_gguf_import")
+        os.makedirs(import_dir, exist_ok=True)
+        for name in os.listdir(gguf_dir):
+            blob = _read(os.path.join(gguf_dir, name))
+            for flag in (0, 1):
+                with open(os.path.join(import_dir, "%s.%d" % (name, flag)), "wb") as f:
+                    f.write(bytes([flag]) + blob)
+        for grade in ("MXFP4", "Q4KS", "grit1(e=s8,k0=32,s0=binary16,esr=ratiomaxabs)"):
+            import torch
+
+            path = os.path.join(tmp, "ours.gguf")
+            w = tg.quantize(torch.randn(4, 256, generator=torch.Generator().manual_seed(0)), grade)
+            tg.save({"blk.0.ffn_down.weight": w, "output_norm.weight": torch.ones(8)}, path)
+            with open(os.path.join(import_dir, "ours_%s" % tg.Grade(grade).id), "wb") as f:
+                f.write(b"\0" + _read(path))
 
 
 if __name__ == "__main__":

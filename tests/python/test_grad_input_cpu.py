@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from torch_grit import _C, ops
-from test_kernels_cpu import SHAPES, _random_planes, _reference_weight
+from test_kernels_cpu import Q8, SHAPES, _random_planes, _reference_weight
 
 ISAS = tuple(_C.cpu_isas_supported())
-GRADES = ("MXFP4", "NVF4", "Q4KS", "I8S24", "MXFP4_RNE", "NVF4_RTZ",
+GRADES = ("MXFP4", "NVF4", "Q4KS", "I8S24", "MXFP4_RNE", "NVF4_RTZ", Q8,
           "grit1(e=e4m3,k0=32,s0=e8m0,esr=exp2floormaxabs)")  # the last has no fast decoder
 
 

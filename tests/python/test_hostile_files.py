@@ -57,12 +57,20 @@ def test_the_corpus_covers_every_class(corpus):
     assert len({e["class"] for e in manifest}) == len(manifest)
 
 
+# Files of the corpus that are odd, not broken: load takes them.
+LOADS = {"gguf_dimension_zero.gguf": "ggml allows empty tensors (ne >= 0) and this one is a plain F32 tensor"}
+
+
 @pytest.mark.parametrize("kind", ["safetensors", "gguf"])
 def test_load_refuses_every_hostile_file_with_a_clear_error(corpus, kind):
     folder, manifest = corpus
     files = [str(folder / e["file"]) for e in manifest if e["kind"] == kind]
     bad = []
     for path, r in _run("load", files).items():
+        if os.path.basename(path) in LOADS:
+            if r["outcome"] == "raised":
+                bad.append("%s: refused, but %s" % (os.path.basename(path), LOADS[os.path.basename(path)]))
+            continue
         if r["outcome"] != "raised":
             bad.append("%s: loaded" % os.path.basename(path))
         elif r["type"] not in LOAD_ERRORS or not r["valueerror"]:

@@ -22,9 +22,11 @@ import torch_grit
 from torch_grit import _C, ops
 
 ISAS = tuple(_C.cpu_isas_supported())
-GRADES = ("MXFP4", "NVF4", "Q4KS", "I8S24", "MXFP4_RNE", "NVF4_RTZ")
+# ggml Q8_0's grade (not a reference grade: no short name), imported from GGUF files.
+Q8 = "grit1(e=s8,k0=32,s0=binary16,esr=ratiomaxabs)"
+GRADES = ("MXFP4", "NVF4", "Q4KS", "I8S24", "MXFP4_RNE", "NVF4_RTZ", Q8)
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
-FAST_KIND = {"MXFP4": "nibble", "MXFP4_RNE": "nibble", "NVF4": "nibble", "NVF4_RTZ": "nibble",
+FAST_KIND = {Q8: "int8_dense", "MXFP4": "nibble", "MXFP4_RNE": "nibble", "NVF4": "nibble", "NVF4_RTZ": "nibble",
              "Q4KS": "nibble_affine", "I8S24": "int8_sparse24"}
 
 # [out, in]: out not a multiple of the 16-row tile, in not a multiple of the
@@ -36,6 +38,7 @@ SHAPES = {
     "I8S24": ((17, 96), (40, 160), (33, 512)),
 }
 SHAPES["MXFP4_RNE"] = SHAPES["MXFP4"]
+SHAPES[Q8] = SHAPES["I8S24"]
 SHAPES["NVF4_RTZ"] = SHAPES["NVF4"]
 
 # Batch shapes: GEMV (1 row, in registers) and GEMM (more) paths.
@@ -98,7 +101,7 @@ def _plant_specials(grade, planes):
     elif grade == "Q4KS":
         planes[2][0:2] = torch.from_numpy(f16(np.inf))     # d = inf (S*0 is NaN)
         planes[2][6:8] = torch.from_numpy(f16(np.nan))     # dmin = NaN
-    elif grade == "I8S24":
+    elif grade in ("I8S24", Q8):
         planes[1][0:2] = torch.from_numpy(f16(np.inf))
         planes[1][4:6] = torch.from_numpy(f16(np.nan))
     return planes
@@ -260,7 +263,7 @@ def _assert_within_bound(got, x, w, bias, out_dtype):
     assert bool((got.isnan() == ref.isnan()).all())
 
 
-@pytest.mark.parametrize("grade", ("MXFP4", "NVF4", "Q4KS", "I8S24"))
+@pytest.mark.parametrize("grade", ("MXFP4", "NVF4", "Q4KS", "I8S24", Q8))
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_packed_linear_matches_float64_and_the_reference(isa, grade, dtype):
     for i, shape in enumerate(SHAPES[grade]):
@@ -333,7 +336,7 @@ def test_bf16_pair_path_runs_and_returns_the_reference_bits(grade):
         _C._set_cpu_isa(prev)
 
 
-@pytest.mark.parametrize("grade", ("MXFP4", "NVF4", "Q4KS", "I8S24"))
+@pytest.mark.parametrize("grade", ("MXFP4", "NVF4", "Q4KS", "I8S24", Q8))
 def test_non_finite_weights_and_activations_match_the_reference(isa, grade):
     shape = SHAPES[grade][1]
     planes = _plant_specials(grade, _random_planes(grade, shape, seed=5))
@@ -358,7 +361,7 @@ def test_non_finite_weights_and_activations_match_the_reference(isa, grade):
     assert bool((y.isnan() == ref.isnan()).all())
 
 
-@pytest.mark.parametrize("grade", ("MXFP4", "NVF4", "Q4KS", "I8S24"))
+@pytest.mark.parametrize("grade", ("MXFP4", "NVF4", "Q4KS", "I8S24", Q8))
 def test_results_do_not_depend_on_the_thread_count(isa, grade):
     shape = (200, 512)  # 13 tiles: threads split them unevenly
     planes = ops.quantize(torch.randn(shape), grade)

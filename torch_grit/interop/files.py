@@ -26,8 +26,9 @@ def save(obj, path, **kwargs):
 def load(path, model=None, *, verify="structure", device="cpu", strict=True, requantize=None):
     """Load ``path`` checked: a safetensors checkpoint (``checkpoint.save_load.load``) or,
     for ``*.gguf``, a GGUF file (``interop.gguf.load_gguf``; ``requantize=GRADE`` packs
-    the block types GRIT cannot name, else they are refused). With ``model``, the
-    tensors go into it as ``checkpoint.save_load.load`` does."""
+    the block types GRIT cannot name, else they are refused; a GGUF file has no
+    digest, so ``verify`` changes nothing there: every tensor is read and checked).
+    With ``model``, the tensors go into it as ``checkpoint.save_load.load`` does."""
     if not is_gguf(path):
         if requantize is not None:
             raise ValueError("requantize= applies to GGUF files; %s is a safetensors checkpoint" % path)
@@ -36,9 +37,9 @@ def load(path, model=None, *, verify="structure", device="cpu", strict=True, req
 
     if verify not in VERIFY_LEVELS:
         raise ValueError("verify is one of %s; found %r" % (VERIFY_LEVELS, verify))
-    if verify == "digest":
-        raise ValueError("verify='digest': a GGUF file carries no plane digest; its tensors are checked at "
-                         "level 1 (descriptor, plane lengths) as they are read")
+    # A GGUF file carries no plane digest: at either level every tensor is read in full,
+    # its blocks checked (the refusals of contract.ggml_blocks) and its planes checked at
+    # level 1 as the GritTensor is built, before anything is returned.
     state = load_gguf(path, requantize=requantize)
     if str(device) != "cpu":
         state = type(state)((k, v.to(device)) for k, v in state.items())

@@ -17,7 +17,7 @@ FTYPE_MAJORITY = 0.5
 
 def scan_gguf(path, report, deep_plan):
     h = read_header(path)
-    _check_layout(h)
+    check_layout(h)
     histogram = {}
     for t in h.tensors:
         info = ggml.type_info(t.ggml_type)
@@ -85,7 +85,7 @@ def scan_gguf(path, report, deep_plan):
     return h
 
 
-def _check_layout(h):
+def check_layout(h):
     """Tensor byte ranges must not overlap (gguf-py does not check)."""
     spans = []
     for t in h.tensors:

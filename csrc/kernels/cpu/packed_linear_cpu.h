@@ -59,6 +59,9 @@ enum class FastKind : int {
   // logical columns. I8S24. Needs every quad to name two distinct
   // positions (what the encoder writes); otherwise the call falls back.
   kInt8Sparse24,
+  // Dense int8 codes, binary16 scale per k0 = 32 columns, no level 1, no
+  // zero point: ggml Q8_0's grade grit1(e=s8,k0=32,s0=binary16,...).
+  kInt8Dense,
 };
 const char* fast_kind_name(FastKind kind);
 

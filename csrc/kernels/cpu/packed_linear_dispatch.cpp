@@ -67,6 +67,7 @@ const char* fast_kind_name(FastKind kind) {
     case FastKind::kNibble: return "nibble";
     case FastKind::kNibbleAffine: return "nibble_affine";
     case FastKind::kInt8Sparse24: return "int8_sparse24";
+    case FastKind::kInt8Dense: return "int8_dense";
   }
   return "?";
 }
@@ -337,6 +338,8 @@ FastKind fast_kind_of(const Grade& g) {
   if (g.elem == kS8 && g.has_sp && g.sp_n == 2 && g.sp_m == 4 && g.sp_meta_bits == 2 &&
       g.scale0 == kBinary16 && !g.has_l1 && !g.has_zp && g.k0 == 32)
     return FastKind::kInt8Sparse24;
+  if (g.elem == kS8 && !g.has_sp && g.scale0 == kBinary16 && !g.has_l1 && !g.has_zp && g.k0 == 32)
+    return FastKind::kInt8Dense;
   return FastKind::kNone;
 }
 
@@ -348,6 +351,7 @@ void make_grade_tables(const Grade& g, LinearPlan* p) {
   switch (p->kind) {
     case FastKind::kNone:
     case FastKind::kInt8Sparse24:
+    case FastKind::kInt8Dense:
       return;
     case FastKind::kNibble:
     case FastKind::kNibbleAffine:
@@ -401,7 +405,7 @@ void cached_grade_tables(const Grade& g, LinearPlan* p) {
 }  // namespace
 
 // The decoders' assumptions about the law's form: a factoring kNibble plan
-// has the E8M0 map, kInt8Sparse24 always factors, kNibbleAffine never
+// has the E8M0 map, kInt8Sparse24 and kInt8Dense always factor, kNibbleAffine never
 // (zero points). Anything else takes the reference kernel.
 static bool form_supported(const LinearPlan& p) {
   switch (p.kind) {
@@ -409,6 +413,7 @@ static bool form_supported(const LinearPlan& p) {
     case FastKind::kNibble: return !p.factor || p.s0_map == CodeMap::kE8M0;
     case FastKind::kNibbleAffine: return !p.factor;
     case FastKind::kInt8Sparse24: return p.factor;
+    case FastKind::kInt8Dense: return p.factor;
   }
   return false;
 }

@@ -19,7 +19,9 @@ inline bool make_device_plan(const Grade& g, const Plane planes[4], int64_t n, i
   Plan& d = *out;
   d = Plan{};
   switch (lp.kind) {
-    case cpu::FastKind::kNone: return false;
+    case cpu::FastKind::kNone:
+    case cpu::FastKind::kInt8Dense:  // no CUDA decoder yet: the op's reference route
+      return false;
     case cpu::FastKind::kNibble: d.kind = Kind::kNibble; break;
     case cpu::FastKind::kNibbleAffine: d.kind = Kind::kNibbleAffine; break;
     case cpu::FastKind::kInt8Sparse24: d.kind = Kind::kInt8Sparse24; break;

@@ -21,6 +21,7 @@ from ...scan import ggml
 from ...scan.declared import parse_hex
 from ...scan.errors import Unparseable
 from ...scan.gguf_header import read_header
+from ...scan.gguf_scan import check_layout
 from ...tensor.grit_tensor import GritTensor, fit_error, quantize
 from ...contract import ggml_blocks as blocks
 
@@ -87,7 +88,7 @@ class GgufImport:
                 n = plan.nbytes // bt.nbytes
                 planes = blocks.to_planes(plan.ggml_type, np.asarray(raw).reshape(n, bt.nbytes),
                                           ggml_zero=not plan.declared)
-                planes = [torch.from_numpy(np.ascontiguousarray(p)) for p in planes]
+                planes = [torch.from_numpy(p if p.flags.writeable else p.copy()) for p in planes]
                 return GritTensor.from_planes(planes, plan.grade, plan.shape, torch.float32, name=plan.name)
             return self._requantize(plan, raw)
         except blocks.BlockError as e:
@@ -126,6 +127,7 @@ def open_gguf(path, requantize=None):
     path = str(path)
     try:
         header = read_header(path)
+        check_layout(header)   # tensors whose bytes overlap
     except Unparseable as e:
         _fail(path, "not a readable GGUF file: %s" % e.detail, field=e.reason)
     target = resolve_grade(requantize) if requantize is not None else None
@@ -160,6 +162,9 @@ def _plan(path, header, t, target):
                   t.name, field="grit.desc")
         return TensorPlan(t.name, "plain", tname, t.ggml_type, shape, t.offset, nbytes)
     bt = blocks.TYPES.get(tname)
+    if t.numel == 0:
+        _fail(path, "a %s tensor of shape %s holds no elements; a packed weight has at least one block"
+              % (tname, list(shape)), t.name, field="shape", found=list(shape))
     if len(shape) != 2:
         _fail(path, "a %s tensor of shape %s: torch_grit imports 2-D quantized weights [out, in] (GritTensor "
               "is 2-D); this one is not imported" % (tname, list(shape)), t.name, field="shape", found=list(shape))

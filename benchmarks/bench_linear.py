@@ -11,7 +11,8 @@ times
   - torch.ops.aten._weight_int4pack_mm_for_cpu at group 32 (weights packed
     with _convert_weight_to_int4pack_for_cpu, bfloat16 scales and zeros),
     bfloat16 activations;
-  - torch.ops.grit.packed_linear for each GRIT grade, bfloat16 activations,
+  - torch.ops.grit.packed_linear for each GRIT grade (the reference grades and
+    ggml Q8_0's grit1(e=s8,k0=32,s0=binary16,esr=ratiomaxabs)), bfloat16 activations,
     and MXFP4 once more with float32 activations (no pair path for those);
   - torch.ops.grit.packed_linear_tiled for MXFP4 and NVF4 in the CPU tile
     layout (ops.tile_nibbles, what torch_grit.tile_ gives a model: the same
@@ -52,7 +53,9 @@ import torch.nn.functional as F
 
 from torch_grit import _C, ops
 
-GRADES = ("MXFP4", "NVF4", "Q4KS", "I8S24")
+GRADES = ("MXFP4", "NVF4", "Q4KS", "I8S24", "Q8_0")
+# ggml Q8_0's grade (what a GGUF Q8_0 tensor imports as) has no reference-grade name.
+SPEC = {"Q8_0": "grit1(e=s8,k0=32,s0=binary16,esr=ratiomaxabs)"}
 TILED = ("MXFP4", "NVF4")  # grades with a CPU tile layout row
 INT4G = "INT4G32"
 DEFAULT_SHAPES = ("4096x4096", "4096x11008", "11008x4096")  # [out, in]
@@ -125,7 +128,7 @@ def bench_shape(n, k, min_bytes, rounds, results):
     for g in GRADES:
         # One encode, then a private copy of its bytes per layer: the same
         # values, distinct memory, so every call still reads from DRAM.
-        planes = ops.quantize(w32[0], g)
+        planes = ops.quantize(w32[0], SPEC.get(g, g))
         grit[g] = [[p.clone() for p in planes] for _ in range(layers)]
     tiled = {g: [ops.tile_nibbles(pl, g, (n, k)) for pl in grit[g]] for g in TILED}
     planes = ops.quantize(w32[0], INT4G)
@@ -156,7 +159,7 @@ def bench_shape(n, k, min_bytes, rounds, results):
         }
         for g in GRADES:
             rows["GRIT " + g] = ("bfloat16", [
-                lambda pl=pl, g=g: torch.ops.grit.packed_linear(x16, *pl, g, [n, k], None)
+                lambda pl=pl, g=SPEC.get(g, g): torch.ops.grit.packed_linear(x16, *pl, g, [n, k], None)
                 for pl in grit[g]])
         # float32 activations are not bfloat16-exact: the FMA route, one
         # product per instruction (the avx512_bf16 pair path needs bf16 x).

@@ -1,19 +1,21 @@
 """atheris (libFuzzer for Python): any bytes as a safetensors file -> torch_grit.load
-and the scan of it (--deep included).
+and the scan of it (--deep included), and with a config.json the GPTQ / AWQ folder
+import (torch_grit.interop.gptq.import_quantized) into a scratch folder.
 
 Input: byte 0 is a flag; with bit 0 set, a little-endian u16 length n and n bytes
 of config.json follow (the GPTQ / AWQ / compressed-tensors families read their
 contract from it); the rest is the .safetensors file. Both are written to a
 private tmpfs folder, since the readers take paths.
 
-Expected, and swallowed: CheckpointError and GritCheckError from load (its
-documented refusals) and Unparseable from the scan (exit 4). Anything else
+Expected, and swallowed: CheckpointError and GritCheckError from load and the
+import (their documented refusals) and Unparseable from the scan (exit 4). Anything else
 escapes: a finding.
 
 Run: make fuzz / make test-fuzz (or python tests/fuzz/fuzz_safetensors.py -help=1).
 """
 
 import os
+import shutil
 
 import atheris
 import torch  # noqa: F401  (imported before instrumentation: torch itself is not what is fuzzed)
@@ -26,9 +28,11 @@ with atheris.instrument_imports(include=["torch_grit"]):
     from torch_grit.checkpoint.safetensors_io import CheckpointError
     import torch_grit.scan  # noqa: F401  (pyfuzz.scan_file's modules, instrumented)
     from torch_grit.scan.st_scan import scan_safetensors
+    from torch_grit.interop.gptq import import_quantized
 
 FOLDER, PATH = pyfuzz.scratch_path("fuzz_st_", "model.safetensors")
 CONFIG = os.path.join(FOLDER, "config.json")
+OUT = FOLDER + "_out"
 
 
 def split(data):
@@ -58,6 +62,13 @@ def TestOneInput(data):
         pass
 
     pyfuzz.scan_file(scan_safetensors, PATH)
+
+    if config is not None:
+        shutil.rmtree(OUT, ignore_errors=True)
+        try:
+            import_quantized(FOLDER, OUT)
+        except (CheckpointError, GritCheckError):
+            pass
 
 
 if __name__ == "__main__":

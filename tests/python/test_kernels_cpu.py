@@ -24,9 +24,11 @@ from torch_grit import _C, ops
 ISAS = tuple(_C.cpu_isas_supported())
 # ggml Q8_0's grade (not a reference grade: no short name), imported from GGUF files.
 Q8 = "grit1(e=s8,k0=32,s0=binary16,esr=ratiomaxabs)"
-GRADES = ("MXFP4", "NVF4", "Q4KS", "I8S24", "MXFP4_RNE", "NVF4_RTZ", Q8)
+# A GPTQ / AWQ grade (u4, binary16 scale and u4 zero point per 128 inputs, zps=shared).
+GPTQ = "grit1(e=u4,k0=128,s0=binary16,zp=u4,esr=affineminmax)"
+GRADES = ("MXFP4", "NVF4", "Q4KS", "I8S24", "MXFP4_RNE", "NVF4_RTZ", Q8, GPTQ)
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
-FAST_KIND = {Q8: "int8_dense", "MXFP4": "nibble", "MXFP4_RNE": "nibble", "NVF4": "nibble", "NVF4_RTZ": "nibble",
+FAST_KIND = {Q8: "int8_dense", GPTQ: "nibble_zp", "MXFP4": "nibble", "MXFP4_RNE": "nibble", "NVF4": "nibble", "NVF4_RTZ": "nibble",
              "Q4KS": "nibble_affine", "I8S24": "int8_sparse24"}
 
 # [out, in]: out not a multiple of the 16-row tile, in not a multiple of the
@@ -39,6 +41,7 @@ SHAPES = {
 }
 SHAPES["MXFP4_RNE"] = SHAPES["MXFP4"]
 SHAPES[Q8] = SHAPES["I8S24"]
+SHAPES[GPTQ] = ((17, 128), (40, 384), (33, 512))
 SHAPES["NVF4_RTZ"] = SHAPES["NVF4"]
 
 # Batch shapes: GEMV (1 row, in registers) and GEMM (more) paths.
@@ -86,6 +89,19 @@ def _random_planes(grade, shape, seed=0, regular=True):
     return planes
 
 
+def _packed(grade, w, seed=0):
+    """Planes of ``w``'s shape: the grade's encoder, or for the GPTQ grade (no encoder: its planes
+    come from GPTQ/AWQ files) random codes and zero points with finite binary16 scales."""
+    if grade != GPTQ:
+        return ops.quantize(w, grade)
+    planes = _random_planes(grade, tuple(w.shape), seed)
+    rng = np.random.default_rng(seed)
+    scales = rng.uniform(1e-3, 0.1, planes[1].numel() // 2).astype(np.float16)
+    planes[1] = torch.from_numpy(scales.view(np.uint8).copy())
+    planes[3] = planes[3] & 0x0F
+    return planes
+
+
 def _plant_specials(grade, planes):
     """Put NaN and infinite scales where the fast decoders must take their
     non-finite route."""
@@ -101,6 +117,9 @@ def _plant_specials(grade, planes):
     elif grade == "Q4KS":
         planes[2][0:2] = torch.from_numpy(f16(np.inf))     # d = inf (S*0 is NaN)
         planes[2][6:8] = torch.from_numpy(f16(np.nan))     # dmin = NaN
+    elif grade == GPTQ:
+        planes[1][0:2] = torch.from_numpy(f16(np.inf))
+        planes[1][4:6] = torch.from_numpy(f16(np.nan))
     elif grade in ("I8S24", Q8):
         planes[1][0:2] = torch.from_numpy(f16(np.inf))
         planes[1][4:6] = torch.from_numpy(f16(np.nan))
@@ -263,11 +282,11 @@ def _assert_within_bound(got, x, w, bias, out_dtype):
     assert bool((got.isnan() == ref.isnan()).all())
 
 
-@pytest.mark.parametrize("grade", ("MXFP4", "NVF4", "Q4KS", "I8S24", Q8))
+@pytest.mark.parametrize("grade", ("MXFP4", "NVF4", "Q4KS", "I8S24", Q8, GPTQ))
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_packed_linear_matches_float64_and_the_reference(isa, grade, dtype):
     for i, shape in enumerate(SHAPES[grade]):
-        planes = ops.quantize(torch.randn(shape, generator=torch.Generator().manual_seed(i)), grade)
+        planes = _packed(grade, torch.randn(shape, generator=torch.Generator().manual_seed(i)), seed=i)
         w = _reference_weight(grade, planes, shape)
         for b, batch in enumerate(X_BATCHES):
             x = torch.randn(*batch, shape[1], generator=torch.Generator().manual_seed(10 + b)).to(dtype)
@@ -336,7 +355,7 @@ def test_bf16_pair_path_runs_and_returns_the_reference_bits(grade):
         _C._set_cpu_isa(prev)
 
 
-@pytest.mark.parametrize("grade", ("MXFP4", "NVF4", "Q4KS", "I8S24", Q8))
+@pytest.mark.parametrize("grade", ("MXFP4", "NVF4", "Q4KS", "I8S24", Q8, GPTQ))
 def test_non_finite_weights_and_activations_match_the_reference(isa, grade):
     shape = SHAPES[grade][1]
     planes = _plant_specials(grade, _random_planes(grade, shape, seed=5))
@@ -361,10 +380,10 @@ def test_non_finite_weights_and_activations_match_the_reference(isa, grade):
     assert bool((y.isnan() == ref.isnan()).all())
 
 
-@pytest.mark.parametrize("grade", ("MXFP4", "NVF4", "Q4KS", "I8S24", Q8))
+@pytest.mark.parametrize("grade", ("MXFP4", "NVF4", "Q4KS", "I8S24", Q8, GPTQ))
 def test_results_do_not_depend_on_the_thread_count(isa, grade):
     shape = (200, 512)  # 13 tiles: threads split them unevenly
-    planes = ops.quantize(torch.randn(shape), grade)
+    planes = _packed(grade, torch.randn(shape))
     before = torch.get_num_threads()
     try:
         results = []

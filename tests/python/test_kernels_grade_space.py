@@ -8,7 +8,7 @@ with byte-wide zero points and a binary16 level-1 pair (kNibbleAffine); int8
 2:4 (kInt8Sparse24). Inside each, make_plan picks a code map (E8M0, an integer
 mask, a table), whether the law factors, the E4M3 and FMA shortcuts; every
 combination must give the reference's bits. Drawn here: element, scale and
-zero-point formats, group sizes, dense int8 (kInt8Dense), level-1 scales (exactly 1, powers of two,
+zero-point formats, group sizes, dense int8 (kInt8Dense), shared zero points (kNibbleZp), level-1 scales (exactly 1, powers of two,
 random bytes), plane bytes (uniform, or in a narrow band with NaN, zero and
 largest codes planted), ragged shapes, batch 1 and more, planes and the CPU
 tile layout. The case that started this file, an E8M0 map without factoring
@@ -38,7 +38,7 @@ pytestmark = pytest.mark.skipif(not VARIANTS, reason="this CPU has no SIMD varia
 
 @st.composite
 def grades(draw):
-    kind = draw(st.sampled_from(("nibble", "nibble", "affine", "sparse", "dense8")))
+    kind = draw(st.sampled_from(("nibble", "nibble", "affine", "sparse", "dense8", "zp")))
     esr = draw(st.sampled_from(ESR))
     if kind == "dense8":  # ggml Q8_0's form: dense s8, binary16 per 32 (any esr decodes alike)
         return "grit1(e=s8,k0=32,s0=binary16,esr=%s)" % esr, 32, 0
@@ -46,6 +46,11 @@ def grades(draw):
         order = draw(st.sampled_from(("asclsb", "unord")))
         return "grit1(e=s8,k0=32,s0=binary16,sp=2:4:u2:%s,esr=%s)" % (order, esr), 32, 0
     e = draw(st.sampled_from(ELEMS))
+    if kind == "zp":  # GPTQ / AWQ's form: binary16 scale, byte-wide zero point, zps=shared
+        k0 = draw(st.sampled_from((32, 64, 128)))
+        zp = draw(st.sampled_from(CODES))
+        zpc = draw(st.sampled_from(("", ",zpc=minus1")))
+        return "grit1(e=%s,k0=%d,s0=binary16,zp=%s%s,esr=%s)" % (e, k0, zp, zpc, esr), k0, 0
     s0 = draw(st.sampled_from(CODES))
     if kind == "nibble":
         k0 = draw(st.sampled_from((16, 32)))

@@ -13,7 +13,13 @@ EXIT_UNPACKABLE = 4   # a tensor that cannot be carried across (named, with the 
 EXIT_WRITE = 5        # DST could not be written (nothing replaced)
 
 IMPORT_EPILOG = """\
-SRC is a GGUF file. Q8_0, Q4_K and MXFP4 tensors become GritTensors of the
+SRC is a GGUF file, or a Hugging Face model folder of a GPTQ or AWQ model (its
+config.json's quantization_config says which). A folder becomes a GRIT model
+folder DST (every other file copied, quantization_config replaced by GRIT's,
+each layer a GRIT grade with its zero-point convention declared), which
+torch_grit.load(model=...) and from_pretrained load.
+
+A GGUF file: Q8_0, Q4_K and MXFP4 tensors become GritTensors of the
 grades grit-scan names for them (their blocks repacked into GRIT's planes; the
 decode equals gguf.quants.dequantize bit for bit), F32/F16/BF16 and integer
 tensors stay plain. Every other block type (Q4_0, Q4_1, Q5_*, Q6_K, IQ*, ...)
@@ -26,8 +32,10 @@ exit codes
   0  imported; DST written
   2  usage: bad arguments or grade, DST would overwrite SRC
   3  SRC is missing, not GGUF, truncated, or holds a block the import refuses
-     (an MXFP4 scale of 0xFF, a non-finite binary16 scale, a descriptor that lies)
-  4  a tensor of a type GRIT cannot carry, without --requantize (nothing written)
+     (an MXFP4 scale of 0xFF, a non-finite binary16 scale, a descriptor that lies);
+     a GPTQ/AWQ folder whose tensors disagree with each other or with its config
+  4  a tensor of a type GRIT cannot carry, without --requantize; an act-order or
+     3-bit GPTQ layer (nothing written)
   5  DST could not be written (nothing replaced)
 """
 
@@ -105,6 +113,8 @@ def run_import(args):
         max_shard = parse_size(args.max_shard_size)
     except ValueError as e:
         return _fail(args, EXIT_USAGE, str(e))
+    if os.path.isdir(args.src):
+        return _import_folder(args, max_shard)
     if not os.path.isfile(args.src):
         return _fail(args, EXIT_SOURCE, "SRC %s: no such file" % args.src)
     bar = _bar(args, os.path.getsize(args.src), "import")
@@ -147,6 +157,45 @@ def run_import(args):
                   % (r.name, r.ggml_type, r.grade, r.error["sqnr_db"], r.error["max_abs_err"]))
     print("wrote %s: %d tensors (%s)" % (files[-1] if len(files) > 1 else files[0], len(records),
                                          ", ".join("%d %s" % (n, a) for a, n in sorted(counts.items()))))
+    return EXIT_OK
+
+
+def _import_folder(args, max_shard):
+    from ..checkpoint.read import open_layout
+    from ..checkpoint.safetensors_io import CheckpointError
+    from ..interop.gptq import import_quantized
+
+    if args.requantize is not None:
+        return _fail(args, EXIT_USAGE, "--requantize applies to GGUF files; a GPTQ/AWQ folder imports as it is")
+    if os.path.exists(args.dst) and not os.path.isdir(args.dst):
+        return _fail(args, EXIT_USAGE, "DST %s exists and is not a folder" % args.dst)
+
+    def on_tensor(rec):
+        if args.json:
+            print(strict_json.dumps(dict(event="tensor", **rec)), flush=True)
+
+    try:
+        files, records = import_quantized(args.src, args.dst, max_shard_size=max_shard, on_tensor=on_tensor)
+        open_layout(files[-1])
+    except CheckpointError as e:
+        code = EXIT_UNPACKABLE if e.field in ("act_order", "bits_unsupported") else EXIT_SOURCE
+        return _fail(args, code, "SRC %s" % e)
+    except ImportError as e:
+        return _fail(args, EXIT_USAGE, "a model folder needs transformers (%s)" % e)
+    except ValueError as e:
+        return _fail(args, EXIT_USAGE, str(e))
+    except OSError as e:
+        return _fail(args, EXIT_WRITE, "cannot write %s: %s" % (args.dst, e))
+    counts = {}
+    for r in records:
+        counts[r["action"]] = counts.get(r["action"], 0) + 1
+    summary = {"src": args.src, "files": files, "tensors": len(records), "actions": counts}
+    if args.json:
+        print(strict_json.dumps(dict(event="done", **summary)), flush=True)
+        return EXIT_OK
+    grades = sorted({r["grade"] for r in records if r.get("grade")})
+    print("wrote the model folder %s: %s (%s)" % (args.dst, ", ".join("%d %s" % (n, a) for a, n in sorted(counts.items())),
+                                                   ", ".join(grades)))
     return EXIT_OK
 
 

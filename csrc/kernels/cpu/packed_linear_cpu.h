@@ -62,6 +62,10 @@ enum class FastKind : int {
   // Dense int8 codes, binary16 scale per k0 = 32 columns, no level 1, no
   // zero point: ggml Q8_0's grade grit1(e=s8,k0=32,s0=binary16,...).
   kInt8Dense,
+  // Dense 4-bit codes, binary16 scale0 and an 8-bit zero-point code per
+  // k0 = 32, 64 or 128 columns, zps=shared (S * (e - z)), no level 1: the
+  // GPTQ / AWQ grades. Rows must hold whole groups (else the reference).
+  kNibbleZp,
 };
 const char* fast_kind_name(FastKind kind);
 

@@ -68,6 +68,7 @@ const char* fast_kind_name(FastKind kind) {
     case FastKind::kNibbleAffine: return "nibble_affine";
     case FastKind::kInt8Sparse24: return "int8_sparse24";
     case FastKind::kInt8Dense: return "int8_dense";
+    case FastKind::kNibbleZp: return "nibble_zp";
   }
   return "?";
 }
@@ -340,6 +341,9 @@ FastKind fast_kind_of(const Grade& g) {
     return FastKind::kInt8Sparse24;
   if (g.elem == kS8 && !g.has_sp && g.scale0 == kBinary16 && !g.has_l1 && !g.has_zp && g.k0 == 32)
     return FastKind::kInt8Dense;
+  if (!g.has_sp && g.has_zp && !g.zp_l1 && !g.has_l1 && g.scale0 == kBinary16 && byte_code(g.zp) &&
+      (g.k0 == 32 || g.k0 == 64 || g.k0 == 128) && nibble_elements(g, elem))
+    return FastKind::kNibbleZp;
   return FastKind::kNone;
 }
 
@@ -352,6 +356,15 @@ void make_grade_tables(const Grade& g, LinearPlan* p) {
     case FastKind::kNone:
     case FastKind::kInt8Sparse24:
     case FastKind::kInt8Dense:
+      return;
+    case FastKind::kNibbleZp:
+      nibble_elements(g, p->elem);
+      for (uint32_t c = 0; c < 256; ++c) {
+        float z = fmt_decode(g.zp, c);
+        if (g.zp_minus1) z = z + 1.0f;
+        p->zp[c] = z;
+      }
+      choose_map(p->zp, &p->zp_map, &p->zp_mask);
       return;
     case FastKind::kNibble:
     case FastKind::kNibbleAffine:
@@ -414,6 +427,7 @@ static bool form_supported(const LinearPlan& p) {
     case FastKind::kNibbleAffine: return !p.factor;
     case FastKind::kInt8Sparse24: return p.factor;
     case FastKind::kInt8Dense: return p.factor;
+    case FastKind::kNibbleZp: return !p.factor;
   }
   return false;
 }
@@ -441,6 +455,7 @@ void make_plan(const PackedWeight& w, LinearPlan* p) {
     p->s0_e4m3_mul = s1;
     p->s0_e4m3 = !p->factor && e4m3_shortcut(p->s0, s1);
   }
+  if (p->kind == FastKind::kNibbleZp && w.k % p->k0 != 0) p->kind = FastKind::kNone;  // groups straddle rows
   if (!form_supported(*p)) p->kind = FastKind::kNone;
 }
 

@@ -1,0 +1,213 @@
+"""GPTQ and AWQ import (torch_grit.interop.gptq): each layer a GRIT grade with its zero-point
+convention declared. The oracle is the families' published dequantization, scale * (q - z),
+on tensors packed by their published packers (tests/python/scan/writers.py)."""
+
+import json
+import os
+import sys
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+import torch_grit as tg
+from torch_grit import CheckpointError
+from torch_grit.cli import main as cli_main
+from torch_grit.interop.gptq import LayoutError, grade_text, import_quantized, planes
+from torch_grit.interop.gptq.layout import _pack_codes, reference_weight
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "scan"))
+import writers as W  # noqa: E402
+
+import hf_cases as H  # noqa: E402
+
+
+def _layer_tensor(family, mod, bits=4, fmt=None, sym=False):
+    pl, shape, group = planes(family, mod["qweight"], mod["qzeros"], mod["scales"], bits, mod.get("g_idx"), fmt)
+    return tg.GritTensor.from_planes([torch.from_numpy(p) for p in pl], grade_text(bits, group, sym), shape)
+
+
+def _bits(a):
+    return np.ascontiguousarray(a, dtype=np.float32).view(np.int32)
+
+
+def _pack_nbit(family, w, group, bits, version=2):
+    """GPTQ / AWQ packing at any of 2, 4, 8 bits (the published conventions, AWQ's order at 4 bits only)."""
+    q, scale, zero = W._rtn_asym(w, group, bits)
+    order = W.AWQ_ORDER if family == "awq" and bits == 4 else None
+    if family == "gptq":
+        stored = (zero - 1) & ((1 << bits) - 1) if version == 1 else zero
+        return {"qweight": W._pack_rows(q.T, bits), "qzeros": W._pack_cols(stored.T, bits),
+                "scales": scale.T.astype(np.float16).copy()}
+    return {"qweight": W._pack_cols(q.T, bits, order), "qzeros": W._pack_cols(zero.T, bits, order),
+            "scales": scale.T.astype(np.float16).copy()}
+
+
+@pytest.mark.parametrize("family,bits,version", [("gptq", 4, 1), ("gptq", 4, 2), ("gptq", 8, 1), ("gptq", 2, 2),
+                                                 ("awq", 4, None), ("awq", 8, None)])
+@pytest.mark.parametrize("group", (32, 128))
+def test_dequantize_is_the_published_formula_bit_for_bit(family, bits, version, group):
+    w = W.weights(3, 48, 256)
+    mod = _pack_nbit(family, w, group, bits, version or 2)
+    fmt = "gptq_v2" if version == 2 else None
+    t = _layer_tensor(family, mod, bits, fmt)
+    ref = reference_weight(family, mod["qweight"], mod["qzeros"], mod["scales"], bits, fmt)
+    assert np.array_equal(_bits(t.dequantize()), _bits(ref))
+    step = np.repeat(mod["scales"].astype(np.float32).T, group, axis=1)
+    assert np.all(np.abs(ref - w) <= step)   # within a step of the source (binary16 scales, clamped codes)
+
+
+def test_the_seed_case_byte_identical_zero_points_that_decode_differently():
+    """GPTQ v1 and v2 (AWQ's convention) write the same tensors, names, dtypes and shapes;
+    only checkpoint_format says whether qzeros hold z - 1 or z. The import declares it."""
+    w = W.weights(4, 32, 256)
+    mod = W.gptq_module(w, 128, version=1)
+    v1 = _layer_tensor("gptq", mod, fmt="gptq")
+    v2 = _layer_tensor("gptq", mod, fmt="gptq_v2")     # the same bytes read the other way
+    assert v1.grade_canonical == v2.grade_canonical
+    assert not torch.equal(v1.planes[3], v2.planes[3])   # the zero points as meant differ ...
+    diff = (v2.dequantize() - v1.dequantize()).numpy()
+    steps = np.repeat(mod["scales"].astype(np.float32).T, 128, axis=1)
+    wrapped = (np.repeat(W._rtn_asym(w, 128)[2], 128, axis=1) == 0)   # stored 15 under v1
+    assert np.allclose(diff[~wrapped], steps[~wrapped])             # ... by one quantization step
+    assert np.allclose(np.abs(v1.dequantize().numpy() - w), np.abs(v1.dequantize().numpy() - w))
+    assert np.abs(v1.dequantize().numpy() - w).max() < np.abs(v2.dequantize().numpy() - w).max()
+
+
+def test_gptq_v1_stored_15_is_a_true_zero_of_0():
+    """AutoGPTQ's packer writes (z - 1) & 0xF: a true zero point of 0 is stored as 15, and its
+    dequantizer reads (stored + 1) & 0xF. The import takes that reading (not 16)."""
+    w = np.abs(W.weights(5, 16, 128)) + 0.01   # every group non-negative: the minimum clamps to 0, zero = 0
+    q, scale, zero = W._rtn_asym(w, 128)
+    assert (zero == 0).all()
+    mod = W.gptq_module(w, 128, version=1)
+    stored = (mod["qzeros"].view(np.uint32) & 0xF)
+    assert (stored == 15).all()
+    t = _layer_tensor("gptq", mod, fmt="gptq")
+    assert (t.planes[3].numpy() == 0).all()
+    assert np.abs(t.dequantize().numpy() - w).max() <= scale.max() / 2 + 1e-6
+
+
+@pytest.mark.parametrize("edit,field,match", [
+    (lambda m: m.update(g_idx=np.random.default_rng(0).permutation(256).astype(np.int32) // 128), "act_order",
+     "act-order"),
+    (lambda m: m.update(g_idx=np.zeros(100, np.int32)), "g_idx", "100"),
+    (lambda m: m.update(qzeros=m["qzeros"][:, :3].copy()), "qzeros", "qzeros is"),
+    (lambda m: (m.pop("g_idx"), m.update(qweight=m["qweight"][:, :16].copy())), "qweight", "qweight is"),
+    (lambda m: m.update(scales=m["scales"].astype(np.float32)), "scales", "float16"),
+])
+def test_layers_whose_tensors_disagree_are_refused_naming_the_tensor(edit, field, match):
+    mod = W.gptq_module(W.weights(6, 32, 256), 128, version=1)
+    edit(mod)
+    with pytest.raises(LayoutError, match=match) as e:
+        planes("gptq", mod["qweight"], mod["qzeros"], mod["scales"], 4, mod.get("g_idx"))
+    assert e.value.field == field
+
+
+def test_three_bit_is_refused():
+    mod = W.gptq_module(W.weights(6, 32, 256), 128)
+    with pytest.raises(LayoutError, match="3-bit") as e:
+        planes("gptq", mod["qweight"], mod["qzeros"], mod["scales"], 3)
+    assert e.value.field == "bits_unsupported"
+
+
+def test_gptq_grades_run_the_fast_decoder():
+    for group in (32, 64, 128):
+        for sym in (False, True):
+            assert tg._C.cpu_fast_kind(tg.Grade(grade_text(4, group, sym))._native) == "nibble_zp"
+
+
+# ----------------------------------------------------------------- whole folders
+
+def _gptq_folder(root, family="gptq", version=1, group=32, act_order=False):
+    """A tiny Llama packed layer by layer by the published packers, as a GPTQ/AWQ model folder; and the
+    float reference weights (the published dequantization)."""
+    m = H.tiny_llama()
+    src = H.float_folder(m, os.path.join(root, "float"))
+    sd = load_file(os.path.join(src, "model.safetensors"))
+    out, ref = {}, {}
+    for name, t in sd.items():
+        if name.endswith("proj.weight"):
+            w = t.numpy()
+            mod = W.gptq_module(w, group, version=version) if family == "gptq" else W.awq_module(w, group)
+            if act_order:
+                mod["g_idx"] = np.random.default_rng(0).permutation(w.shape[1]).astype(np.int32) // group
+            p = name[:-len(".weight")]
+            out.update({"%s.%s" % (p, k): torch.from_numpy(np.ascontiguousarray(v)) for k, v in mod.items()})
+            fmt = "gptq_v2" if family == "gptq" and version == 2 else None
+            ref[name] = torch.from_numpy(reference_weight(family, mod["qweight"], mod["qzeros"], mod["scales"], 4, fmt))
+        else:
+            out[name] = t
+    folder = os.path.join(root, family)
+    os.makedirs(folder)
+    save_file(out, os.path.join(folder, "model.safetensors"))
+    with open(os.path.join(src, "config.json")) as f:
+        cfg = json.load(f)
+    qc = {"quant_method": family, "bits": 4, "group_size": group}
+    qc.update({"desc_act": act_order, "sym": False, "checkpoint_format": "gptq" if version == 1 else "gptq_v2"}
+              if family == "gptq" else {"version": "gemm", "zero_point": True})
+    cfg["quantization_config"] = qc
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(cfg, f)
+    return src, folder, ref
+
+
+@pytest.mark.parametrize("family,version", [("gptq", 1), ("gptq", 2), ("awq", None)])
+def test_a_gptq_or_awq_model_folder_imports_and_loads_with_from_pretrained(tmp_path, family, version):
+    from transformers import AutoModelForCausalLM
+
+    src, folder, ref = _gptq_folder(str(tmp_path), family, version or 1)
+    dst = str(tmp_path / "grit")
+    files, records = import_quantized(folder, dst)
+    assert files == [os.path.join(dst, "model.safetensors")]
+    assert {r["action"] for r in records} >= {"packed", "kept"}
+    with open(os.path.join(dst, "config.json")) as f:
+        qc = json.load(f)["quantization_config"]
+    assert qc["quant_method"] == "grit" and qc["grade"] == grade_text(4, 32, False)
+    state = tg.load(dst, verify="digest")
+    for name, w in ref.items():
+        assert np.array_equal(_bits(state[name].dequantize()), _bits(w)), name
+    model = AutoModelForCausalLM.from_pretrained(dst).eval()
+    want = AutoModelForCausalLM.from_pretrained(src).eval()
+    want.load_state_dict({**want.state_dict(), **ref})
+    ids = torch.randint(0, 256, (2, 12), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        a, b = model(ids).logits, want(ids).logits
+    assert type(model.model.layers[0].mlp.down_proj).__name__ == "GritLinear"
+    assert torch.allclose(a, b, atol=1e-5, rtol=1e-4), (a - b).abs().max()
+
+
+def test_an_act_order_folder_is_refused_and_nothing_is_written(tmp_path, capsys):
+    _, folder, _ = _gptq_folder(str(tmp_path), act_order=True)
+    dst = tmp_path / "grit"
+    assert cli_main(["import", folder, str(dst)]) == 4
+    assert "act-order" in capsys.readouterr().err
+    assert not dst.exists()
+
+
+@pytest.mark.parametrize("edit,match", [
+    (lambda qc: qc.update(bits=8), "at 8 bits (quantization_config.bits)"),
+    (lambda qc: qc.update(group_size=64), "group_size is 64"),
+    (lambda qc: qc.update(quant_method="bitsandbytes"), "quant_method"),
+])
+def test_a_config_that_disagrees_with_the_planes_is_exit_3(tmp_path, capsys, edit, match):
+    _, folder, _ = _gptq_folder(str(tmp_path))
+    path = os.path.join(folder, "config.json")
+    with open(path) as f:
+        cfg = json.load(f)
+    edit(cfg["quantization_config"])
+    with open(path, "w") as f:
+        json.dump(cfg, f)
+    dst = tmp_path / "grit"
+    assert cli_main(["import", folder, str(dst)]) == 3
+    assert match in capsys.readouterr().err
+    assert not dst.exists()
+
+
+def test_the_cli_imports_a_folder_with_json_lines(tmp_path, capsys):
+    _, folder, _ = _gptq_folder(str(tmp_path), "awq")
+    assert cli_main(["import", folder, str(tmp_path / "grit"), "--json"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert lines[-1]["event"] == "done" and lines[-1]["actions"]["packed"] == 14
+    assert all(line["event"] == "tensor" for line in lines[:-1])

@@ -5,16 +5,20 @@ import os
 import sys
 
 from ..util import strict_json
+from .common import fail as _fail
 
 EXIT_OK = 0
 EXIT_USAGE = 2        # bad arguments, unknown grade, DST would overwrite SRC, DST not .gguf
 EXIT_SOURCE = 3       # SRC missing, not GGUF / not a checkpoint, truncated, a refused block or descriptor
 EXIT_UNPACKABLE = 4   # a tensor that cannot be carried across (named, with the reason)
 EXIT_WRITE = 5        # DST could not be written (nothing replaced)
+# A model folder's layer of a kind GRIT cannot carry yet (exit 4, not a broken source).
+UNPACKABLE_FIELDS = ("act_order", "bits_unsupported", "symmetric", "strategy", "num_bits", "format", "weight_scale_dtype")
 
 IMPORT_EPILOG = """\
-SRC is a GGUF file, or a Hugging Face model folder of a GPTQ or AWQ model (its
-config.json's quantization_config says which). A folder becomes a GRIT model
+SRC is a GGUF file, or a Hugging Face model folder of a GPTQ, AWQ or
+compressed-tensors (pack-quantized) model (its config.json's
+quantization_config says which). A folder becomes a GRIT model
 folder DST (every other file copied, quantization_config replaced by GRIT's,
 each layer a GRIT grade with its zero-point convention declared), which
 torch_grit.load(model=...) and from_pretrained load.
@@ -33,7 +37,7 @@ exit codes
   2  usage: bad arguments or grade, DST would overwrite SRC
   3  SRC is missing, not GGUF, truncated, or holds a block the import refuses
      (an MXFP4 scale of 0xFF, a non-finite binary16 scale, a descriptor that lies);
-     a GPTQ/AWQ folder whose tensors disagree with each other or with its config
+     a model folder whose tensors disagree with each other or with its config
   4  a tensor of a type GRIT cannot carry, without --requantize; an act-order or
      3-bit GPTQ layer (nothing written)
   5  DST could not be written (nothing replaced)
@@ -76,14 +80,6 @@ def add_parsers(sub):
     p.set_defaults(fn=run_export)
 
 
-def _fail(args, code, message):
-    if args.json:
-        try:
-            print(strict_json.dumps({"event": "error", "exit_code": code, "message": message}), flush=True)
-        except BrokenPipeError:
-            pass
-    print("torch-grit %s: %s" % (args.cmd, message), file=sys.stderr)
-    return code
 
 
 def _bar(args, total, desc):
@@ -163,10 +159,10 @@ def run_import(args):
 def _import_folder(args, max_shard):
     from ..checkpoint.read import open_layout
     from ..checkpoint.safetensors_io import CheckpointError
-    from ..interop.gptq import import_quantized
+    from ..interop.models import import_model_folder
 
     if args.requantize is not None:
-        return _fail(args, EXIT_USAGE, "--requantize applies to GGUF files; a GPTQ/AWQ folder imports as it is")
+        return _fail(args, EXIT_USAGE, "--requantize applies to GGUF files; a model folder imports as it is")
     if os.path.exists(args.dst) and not os.path.isdir(args.dst):
         return _fail(args, EXIT_USAGE, "DST %s exists and is not a folder" % args.dst)
 
@@ -175,10 +171,10 @@ def _import_folder(args, max_shard):
             print(strict_json.dumps(dict(event="tensor", **rec)), flush=True)
 
     try:
-        files, records = import_quantized(args.src, args.dst, max_shard_size=max_shard, on_tensor=on_tensor)
+        files, records = import_model_folder(args.src, args.dst, max_shard_size=max_shard, on_tensor=on_tensor)
         open_layout(files[-1])
     except CheckpointError as e:
-        code = EXIT_UNPACKABLE if e.field in ("act_order", "bits_unsupported") else EXIT_SOURCE
+        code = EXIT_UNPACKABLE if e.field in UNPACKABLE_FIELDS else EXIT_SOURCE
         return _fail(args, code, "SRC %s" % e)
     except ImportError as e:
         return _fail(args, EXIT_USAGE, "a model folder needs transformers (%s)" % e)

@@ -8,6 +8,7 @@ import re
 import sys
 
 from ..util import strict_json
+from .common import fail as _fail
 from ..quantization.profile import CANDIDATES, DEFAULT_BUDGET_DB
 
 EXIT_OK = 0
@@ -97,14 +98,6 @@ def add_parser(sub):
     return p
 
 
-def _fail(args, code, message):
-    if args.json:
-        try:
-            print(strict_json.dumps({"event": "error", "exit_code": code, "message": message}), flush=True)
-        except BrokenPipeError:
-            pass
-    print("torch-grit quantize: %s" % message, file=sys.stderr)
-    return code
 
 
 def _check_report_paths(args):

@@ -289,6 +289,23 @@ GRIT_HD bool q4ks_block(const float* v, uint8_t* data, uint8_t* sc, uint8_t* dd,
   return true;
 }
 
+// The n values of one s8 group -> n codes and its binary16 scale, ratiomaxabs:
+// S = binary16(amax / 127) (1.0 for all zeros, never 0), codes s8(v / S); a
+// group holding NaN or Inf gets the NaN scale and zero codes.
+GRIT_HD void s8_ratio_group(const float* v, int n, uint8_t* data, uint8_t* scale) {
+  if (!all_finite(v, n)) {
+    put_u16(scale, 0x7E00);
+    for (int i = 0; i < n; ++i) data[i] = 0;
+    return;
+  }
+  const float amax = max_magnitude(v, n);
+  uint16_t sb = amax == 0.0f ? f16_bits(1.0f) : f16_bits(amax / 127.0f);
+  if (f16_float(sb) == 0.0f) sb = 0x0001;  // a zero scale is never emitted
+  put_u16(scale, sb);
+  const float S = f16_float(sb);
+  for (int i = 0; i < n; ++i) data[i] = s8_code(v[i] / S);
+}
+
 // 32 logical values (8 quads) -> 16 kept s8 codes, one binary16 scale
 // (2 bytes) and 4 aux bytes (per quad the two kept positions, 2 bits each,
 // least significant first).
@@ -314,33 +331,11 @@ GRIT_HD void i8s24_block(const float* v, uint8_t* data, uint8_t* scale, uint8_t*
     if (q % 2 == 0) aux[q / 2] = bits;
     else aux[q / 2] = static_cast<uint8_t>(aux[q / 2] | (bits << 4));
   }
-  if (!all_finite(kept, 16)) {
-    put_u16(scale, 0x7E00);
-    for (int i = 0; i < 16; ++i) data[i] = 0;
-    return;
-  }
-  const float amax = max_magnitude(kept, 16);
-  uint16_t sb = amax == 0.0f ? f16_bits(1.0f) : f16_bits(amax / 127.0f);
-  if (f16_float(sb) == 0.0f) sb = 0x0001;  // a zero scale is never emitted
-  put_u16(scale, sb);
-  const float S = f16_float(sb);
-  for (int i = 0; i < 16; ++i) data[i] = s8_code(kept[i] / S);
+  s8_ratio_group(kept, 16, data, scale);
 }
 
 // 32 values -> 32 s8 codes and one binary16 scale (ggml's Q8_0 grade).
-GRIT_HD void s8_dense_block(const float* v, uint8_t* data, uint8_t* scale) {
-  if (!all_finite(v, 32)) {
-    put_u16(scale, 0x7E00);
-    for (int i = 0; i < 32; ++i) data[i] = 0;
-    return;
-  }
-  const float amax = max_magnitude(v, 32);
-  uint16_t sb = amax == 0.0f ? f16_bits(1.0f) : f16_bits(amax / 127.0f);
-  if (f16_float(sb) == 0.0f) sb = 0x0001;  // a zero scale is never emitted
-  put_u16(scale, sb);
-  const float S = f16_float(sb);
-  for (int i = 0; i < 32; ++i) data[i] = s8_code(v[i] / S);
-}
+GRIT_HD void s8_dense_block(const float* v, uint8_t* data, uint8_t* scale) { s8_ratio_group(v, 32, data, scale); }
 
 // ---- A whole tensor: the planes' byte offsets of block b. ----
 

@@ -1,0 +1,5 @@
+"""compressed-tensors pack-quantized checkpoints imported as GRIT grades (docs/interop.md)."""
+
+from .convert import import_compressed
+
+__all__ = ["import_compressed"]

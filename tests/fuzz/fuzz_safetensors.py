@@ -1,6 +1,7 @@
 """atheris (libFuzzer for Python): any bytes as a safetensors file -> torch_grit.load
-and the scan of it (--deep included), and with a config.json the GPTQ / AWQ folder
-import (torch_grit.interop.gptq.import_quantized) into a scratch folder.
+and the scan of it (--deep included), and with a config.json the model folder
+import (torch_grit.interop.models.import_model_folder: GPTQ, AWQ, compressed-tensors)
+into a scratch folder.
 
 Input: byte 0 is a flag; with bit 0 set, a little-endian u16 length n and n bytes
 of config.json follow (the GPTQ / AWQ / compressed-tensors families read their
@@ -28,7 +29,7 @@ with atheris.instrument_imports(include=["torch_grit"]):
     from torch_grit.checkpoint.safetensors_io import CheckpointError
     import torch_grit.scan  # noqa: F401  (pyfuzz.scan_file's modules, instrumented)
     from torch_grit.scan.st_scan import scan_safetensors
-    from torch_grit.interop.gptq import import_quantized
+    from torch_grit.interop.models import import_model_folder
 
 FOLDER, PATH = pyfuzz.scratch_path("fuzz_st_", "model.safetensors")
 CONFIG = os.path.join(FOLDER, "config.json")
@@ -66,7 +67,7 @@ def TestOneInput(data):
     if config is not None:
         shutil.rmtree(OUT, ignore_errors=True)
         try:
-            import_quantized(FOLDER, OUT)
+            import_model_folder(FOLDER, OUT)
         except (CheckpointError, GritCheckError):
             pass
 

@@ -13,7 +13,8 @@ EXIT_SOURCE = 3       # SRC missing, not GGUF / not a checkpoint, truncated, a r
 EXIT_UNPACKABLE = 4   # a tensor that cannot be carried across (named, with the reason)
 EXIT_WRITE = 5        # DST could not be written (nothing replaced)
 # A model folder's layer of a kind GRIT cannot carry yet (exit 4, not a broken source).
-UNPACKABLE_FIELDS = ("act_order", "bits_unsupported", "symmetric", "strategy", "num_bits", "format", "weight_scale_dtype")
+UNPACKABLE_FIELDS = ("act_order", "bits_unsupported", "symmetric", "strategy", "num_bits", "format", "weight_scale_dtype",
+                     "activations")
 
 IMPORT_EPILOG = """\
 SRC is a GGUF file, or a Hugging Face model folder of a GPTQ, AWQ or

@@ -9,7 +9,8 @@ It decodes ``x = scale * q``. GRIT names that ``grit1(e=s<b>,k0=<group>,s0=...,e
 with q a two's-complement code: code(q) = stored XOR 2^(b-1), the bytes otherwise as they are.
 
 Imported: 4- and 8-bit symmetric weights, group or channel strategy, float16 or float32 scales.
-Refused with the reason, nothing written: asymmetric weights (zero points packed along the output
+Refused with the reason, nothing written: config groups that quantize activations too (W8A8:
+the weights alone would not compute what the model does), asymmetric weights (zero points packed along the output
 axis; not yet), the "tensor" strategy (one scale for the whole tensor: v1's level-0 groups run
 along one axis), bfloat16 scales (not in GRIT v1's format ladder), other formats and bit widths.
 """
@@ -52,20 +53,26 @@ def plan_layers(source):
                               % (qc.get("quant_method"),), path, field="quant_method")
     groups = qc.get("config_groups") if isinstance(qc.get("config_groups"), dict) else {}
     ignore = [t for t in qc.get("ignore") or [] if isinstance(t, str)]
-    mods = {p: l for p, l in source.modules(LEAVES).items() if "weight_packed" in l}
+    # Every compressed-tensors format stores a weight_scale beside each quantized weight.
+    mods = {p: l for p, l in source.modules(LEAVES).items() if "weight_scale" in l}
     if not mods:
-        raise CheckpointError("no weight_packed tensor: the folder holds no pack-quantized layer", source.path,
-                              field="weight_packed")
+        raise CheckpointError("no weight_scale tensor: the folder holds no quantized layer", source.path,
+                              field="weight_scale")
     layers = []
     for prefix, leaves in sorted(mods.items()):
-        where = prefix + ".weight_packed"
-        wpath = leaves["weight_packed"][0].path
+        lead = "weight_packed" if "weight_packed" in leaves else "weight_scale"
+        where = "%s.%s" % (prefix, lead)
+        wpath = leaves[lead][0].path
         group = _scheme(prefix, groups)
         if group is None or any(target_matches(t, prefix) for t in ignore):
             raise CheckpointError("%s is packed, but no config group targets it (or it is ignored)" % prefix,
                                   wpath, where, field="config_groups")
+        if group.get("input_activations") or group.get("output_activations"):
+            raise CheckpointError("the config group quantizes activations too; GRIT weight grades carry the "
+                                  "weights only, and running this model without its activation quantization "
+                                  "would change what it computes", wpath, where, field="activations")
         fmt = group.get("format") or qc.get("format")
-        if fmt != "pack-quantized":
+        if fmt != "pack-quantized" or "weight_packed" not in leaves:
             raise CheckpointError("format %r: torch_grit imports compressed-tensors' pack-quantized (integer) "
                                   "layers" % (fmt,), wpath, where, field="format", found=fmt)
         args = group.get("weights") if isinstance(group.get("weights"), dict) else {}

@@ -167,7 +167,13 @@ def _import_folder(args, max_shard):
     if os.path.exists(args.dst) and not os.path.isdir(args.dst):
         return _fail(args, EXIT_USAGE, "DST %s exists and is not a folder" % args.dst)
 
+    total = sum(os.path.getsize(os.path.join(root, f)) for root, _, names in os.walk(args.src)
+                for f in names if f.endswith(".safetensors"))
+    bar = _bar(args, total, "import")
+
     def on_tensor(rec):
+        if bar is not None:
+            bar.update(rec["bytes_before"])
         if args.json:
             print(strict_json.dumps(dict(event="tensor", **rec)), flush=True)
 
@@ -183,6 +189,9 @@ def _import_folder(args, max_shard):
         return _fail(args, EXIT_USAGE, str(e))
     except OSError as e:
         return _fail(args, EXIT_WRITE, "cannot write %s: %s" % (args.dst, e))
+    finally:
+        if bar is not None:
+            bar.close()
     counts = {}
     for r in records:
         counts[r["action"]] = counts.get(r["action"], 0) + 1

@@ -12,8 +12,9 @@ EXIT_USAGE = 2        # bad arguments, unknown grade, DST would overwrite SRC, D
 EXIT_SOURCE = 3       # SRC missing, not GGUF / not a checkpoint, truncated, a refused block or descriptor
 EXIT_UNPACKABLE = 4   # a tensor that cannot be carried across (named, with the reason)
 EXIT_WRITE = 5        # DST could not be written (nothing replaced)
-# A model folder's layer of a kind GRIT cannot carry yet (exit 4, not a broken source).
-UNPACKABLE_FIELDS = ("act_order", "bits_unsupported", "symmetric", "strategy", "num_bits", "format", "weight_scale_dtype",
+# Tensors of a kind GRIT cannot carry (yet): exit 4, not a broken source.
+GGUF_UNPACKABLE = ("ggml_type", "requantize", "rank")
+FOLDER_UNPACKABLE = ("act_order", "bits_unsupported", "symmetric", "strategy", "num_bits", "format", "weight_scale_dtype",
                      "activations")
 
 IMPORT_EPILOG = """\
@@ -93,11 +94,44 @@ def _bar(args, total, desc):
     return tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc=desc, file=sys.stderr)
 
 
-def run_import(args):
-    from ..checkpoint.format import parse_size
+def _run(args, total, unpackable, convert):
+    """Run ``convert(on_tensor)`` with the progress bar, the --json tensor lines and the exit codes
+    every import shares: ``(files, records)``, or the exit code of a failure (reported)."""
     from ..checkpoint.read import open_layout
     from ..checkpoint.safetensors_io import CheckpointError
-    from ..contract.errors import GradeError, GritCheckError
+    from ..contract.errors import GritCheckError
+
+    bar = _bar(args, total, "import")
+
+    def on_tensor(rec):
+        doc = rec if isinstance(rec, dict) else rec.to_json()
+        if bar is not None:
+            bar.update(doc["bytes_before"])
+        if args.json:
+            print(strict_json.dumps(dict(event="tensor", **doc)), flush=True)
+
+    try:
+        files, records = convert(on_tensor)
+        open_layout(files[-1])
+    except CheckpointError as e:
+        return _fail(args, EXIT_UNPACKABLE if e.field in unpackable else EXIT_SOURCE, "SRC %s" % e)
+    except GritCheckError as e:
+        return _fail(args, EXIT_SOURCE, "SRC %s" % e)
+    except ImportError as e:
+        return _fail(args, EXIT_USAGE, "a model folder needs transformers (%s)" % e)
+    except ValueError as e:
+        return _fail(args, EXIT_USAGE, str(e))
+    except OSError as e:
+        return _fail(args, EXIT_WRITE, "cannot write %s: %s" % (args.dst, e))
+    finally:
+        if bar is not None:
+            bar.close()
+    return files, records
+
+
+def run_import(args):
+    from ..checkpoint.format import parse_size
+    from ..contract.errors import GradeError
     from ..contract.grade import resolve_grade
     from ..interop.gguf.convert import import_gguf
 
@@ -114,31 +148,12 @@ def run_import(args):
         return _import_folder(args, max_shard)
     if not os.path.isfile(args.src):
         return _fail(args, EXIT_SOURCE, "SRC %s: no such file" % args.src)
-    bar = _bar(args, os.path.getsize(args.src), "import")
-
-    def on_tensor(rec):
-        if bar is not None:
-            bar.update(rec.bytes_before)
-        if args.json:
-            print(strict_json.dumps(dict(event="tensor", **rec.to_json())), flush=True)
-
-    try:
-        files, records = import_gguf(args.src, args.dst, requantize=args.requantize,
-                                     max_shard_size=max_shard, on_tensor=on_tensor)
-        open_layout(files[-1])
-    except CheckpointError as e:
-        code = EXIT_UNPACKABLE if e.field in ("ggml_type", "requantize") or \
-            (e.field == "shape" and "2-D" in str(e)) else EXIT_SOURCE
-        return _fail(args, code, "SRC %s" % e)
-    except GritCheckError as e:
-        return _fail(args, EXIT_SOURCE, "SRC %s" % e)
-    except ValueError as e:
-        return _fail(args, EXIT_USAGE, str(e))
-    except OSError as e:
-        return _fail(args, EXIT_WRITE, "cannot write %s: %s" % (args.dst, e))
-    finally:
-        if bar is not None:
-            bar.close()
+    out = _run(args, os.path.getsize(args.src), GGUF_UNPACKABLE,
+               lambda on_tensor: import_gguf(args.src, args.dst, requantize=args.requantize,
+                                             max_shard_size=max_shard, on_tensor=on_tensor))
+    if isinstance(out, int):
+        return out
+    files, records = out
     counts = {}
     for r in records:
         counts[r.action] = counts.get(r.action, 0) + 1
@@ -158,8 +173,6 @@ def run_import(args):
 
 
 def _import_folder(args, max_shard):
-    from ..checkpoint.read import open_layout
-    from ..checkpoint.safetensors_io import CheckpointError
     from ..interop.models import import_model_folder
 
     if args.requantize is not None:
@@ -169,29 +182,12 @@ def _import_folder(args, max_shard):
 
     total = sum(os.path.getsize(os.path.join(root, f)) for root, _, names in os.walk(args.src)
                 for f in names if f.endswith(".safetensors"))
-    bar = _bar(args, total, "import")
-
-    def on_tensor(rec):
-        if bar is not None:
-            bar.update(rec["bytes_before"])
-        if args.json:
-            print(strict_json.dumps(dict(event="tensor", **rec)), flush=True)
-
-    try:
-        files, records = import_model_folder(args.src, args.dst, max_shard_size=max_shard, on_tensor=on_tensor)
-        open_layout(files[-1])
-    except CheckpointError as e:
-        code = EXIT_UNPACKABLE if e.field in UNPACKABLE_FIELDS else EXIT_SOURCE
-        return _fail(args, code, "SRC %s" % e)
-    except ImportError as e:
-        return _fail(args, EXIT_USAGE, "a model folder needs transformers (%s)" % e)
-    except ValueError as e:
-        return _fail(args, EXIT_USAGE, str(e))
-    except OSError as e:
-        return _fail(args, EXIT_WRITE, "cannot write %s: %s" % (args.dst, e))
-    finally:
-        if bar is not None:
-            bar.close()
+    out = _run(args, total, FOLDER_UNPACKABLE,
+               lambda on_tensor: import_model_folder(args.src, args.dst, max_shard_size=max_shard,
+                                                     on_tensor=on_tensor))
+    if isinstance(out, int):
+        return out
+    files, records = out
     counts = {}
     for r in records:
         counts[r["action"]] = counts.get(r["action"], 0) + 1

@@ -13,8 +13,8 @@ from collections import OrderedDict
 import numpy as np
 import torch
 
-from ...checkpoint.format import packed_unit
-from ...checkpoint.safetensors_io import CheckpointError
+from ...checkpoint.format import Plain, packed_unit
+from ...checkpoint.safetensors_io import TORCH_TO_ST, CheckpointError
 from ...contract.descriptor import Descriptor
 from ...contract.grade import resolve_grade
 from ...scan import ggml
@@ -50,9 +50,6 @@ class TensorPlan:
 
     def unit(self):
         """The checkpoint unit this tensor is written as (torch_grit.checkpoint.format)."""
-        from ...checkpoint.format import Plain
-        from ...checkpoint.safetensors_io import TORCH_TO_ST
-
         if self.kind == "plain":
             return Plain(self.name, TORCH_TO_ST[PLAIN[self.ggml_type]], self.shape)
         return packed_unit(self.name, self.grade, self.shape, torch.float32)
@@ -167,7 +164,7 @@ def _plan(path, header, t, target):
               % (tname, list(shape)), t.name, field="shape", found=list(shape))
     if len(shape) != 2:
         _fail(path, "a %s tensor of shape %s: torch_grit imports 2-D quantized weights [out, in] (GritTensor "
-              "is 2-D); this one is not imported" % (tname, list(shape)), t.name, field="shape", found=list(shape))
+              "is 2-D); this one is not imported" % (tname, list(shape)), t.name, field="rank", found=list(shape))
     if bt is not None:
         if declared is not None:
             _check_declared(path, t.name, declared, bt, shape)

@@ -6,14 +6,13 @@ and group size, and GPTQ's g_idx (read here: an act-order layer is refused befor
 written).
 """
 
-import numpy as np
 import torch
 
 from ...checkpoint.safetensors_io import CheckpointError
 from ...contract.errors import GradeError
 from ...contract.grade import Grade
 from ..folder import LayerPlan, import_folder
-from .layout import LayoutError, grade_text, planes
+from .layout import LayoutError, check_g_idx, grade_text, planes
 
 LEAVES = ("qweight", "qzeros", "scales", "g_idx")
 FAMILIES = ("gptq", "awq")
@@ -64,11 +63,10 @@ def plan_layers(source):
         path, where = leaves["qweight"][0].path, prefix + ".qweight"
         in_f, out_f, groups = _static_checks(cfg, prefix, leaves)
         if "g_idx" in leaves:
-            g_idx = source.read(leaves["g_idx"]).numpy()
-            if not np.array_equal(g_idx, np.arange(in_f) // (in_f // groups)):
-                raise CheckpointError("act-order: g_idx maps inputs to groups out of order (desc_act); GRIT v1's "
-                                      "groups are contiguous runs of the input axis and torch_grit stores no input "
-                                      "permutation, so this layer is not imported", path, where, field="act_order")
+            try:
+                check_g_idx(source.read(leaves["g_idx"]).numpy(), in_f, in_f // groups)
+            except LayoutError as e:
+                raise CheckpointError(str(e), path, prefix + ".g_idx", field=e.field) from None
         try:
             grade = Grade.parse(grade_text(cfg.bits, in_f // groups, cfg.sym))
         except GradeError as e:
@@ -125,9 +123,4 @@ def _static_checks(cfg, prefix, leaves):
         raise CheckpointError("quantization_config.group_size is %d, but scales %s give groups of %d over %d "
                               "inputs" % (cfg.group, list(sc.shape), in_f // groups, in_f), path, where,
                               field="group_size", expected=cfg.group, found=in_f // groups)
-    if "g_idx" in leaves:
-        g = leaves["g_idx"][1]
-        if list(g.shape) != [in_f]:
-            raise CheckpointError("g_idx has shape %s; the layer has %d inputs" % (list(g.shape), in_f), path,
-                                  prefix + ".g_idx", field="g_idx", expected=[in_f], found=list(g.shape))
     return in_f, out_f, groups

@@ -46,6 +46,18 @@ def grade_text(bits, group, sym):
     return "grit1(e=u%d,k0=%d,s0=binary16,zp=u%d,esr=%s)" % (bits, group, bits, esr)
 
 
+def check_g_idx(g_idx, in_f, group):
+    """A GPTQ g_idx must be ``i // group`` over ``in_f`` inputs; LayoutError naming why not."""
+    g_idx = np.asarray(g_idx)
+    if g_idx.shape != (in_f,):
+        raise LayoutError("g_idx has shape %s; the layer has %d inputs" % (list(g_idx.shape), in_f), "g_idx",
+                          expected=[in_f], found=list(g_idx.shape))
+    if not np.array_equal(g_idx, np.arange(in_f) // group):
+        raise LayoutError("act-order: g_idx maps inputs to groups out of order (desc_act); GRIT v1's groups are "
+                          "contiguous runs of the input axis and torch_grit stores no input permutation, so "
+                          "this layer is not imported", "act_order")
+
+
 def _unpack_words(words, bits, axis, order=None):
     """int32 words -> codes, ``32/bits`` per word along ``axis`` (0: rows, 1: columns)."""
     per = 32 // bits
@@ -115,14 +127,7 @@ def planes(family, qweight, qzeros, scales, bits, g_idx=None, checkpoint_format=
                           found=groups)
     group = in_f // groups
     if g_idx is not None:
-        g_idx = np.asarray(g_idx)
-        if g_idx.shape != (in_f,):
-            raise LayoutError("g_idx has shape %s; the layer has %d inputs" % (list(g_idx.shape), in_f), "g_idx",
-                              expected=[in_f], found=list(g_idx.shape))
-        if not np.array_equal(g_idx, np.arange(in_f) // group):
-            raise LayoutError("act-order: g_idx maps inputs to groups out of order (desc_act); GRIT v1's groups are "
-                              "contiguous runs of the input axis and torch_grit stores no input permutation, so "
-                              "this layer is not imported", "act_order")
+        check_g_idx(g_idx, in_f, group)
     order = AWQ_ORDER if family == "awq" and bits == 4 else None
     if family == "gptq":
         q = _unpack_words(qweight, bits, axis=0)                  # [in, out]
@@ -139,7 +144,6 @@ def planes(family, qweight, qzeros, scales, bits, g_idx=None, checkpoint_format=
 
 def reference_weight(family, qweight, qzeros, scales, bits, checkpoint_format=None):
     """The published dequantization in float32, for the tests: scale * (q - z)."""
-    per = 32 // bits
     order = AWQ_ORDER if family == "awq" and bits == 4 else None
     q = _unpack_words(qweight, bits, axis=0 if family == "gptq" else 1, order=order).astype(np.float32)
     z = _unpack_words(qzeros, bits, axis=1, order=order).astype(np.int64)
@@ -149,5 +153,4 @@ def reference_weight(family, qweight, qzeros, scales, bits, checkpoint_format=No
     group = q.shape[0] // groups
     zi = np.repeat(z.astype(np.float32), group, axis=0)
     si = np.repeat(scales.astype(np.float32), group, axis=0)
-    del per
     return (si * (q - zi)).T.copy()   # [out, in]

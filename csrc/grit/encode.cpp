@@ -297,6 +297,12 @@ Status choose_encoder(const Grade& g, EncoderChoice* out) {
     out->elem_rounding = er;
     return Status::Ok();
   };
+  // Every encoder saturates to the largest finite value and keeps subnormals.
+  if (g.field[kKeyEs] != "satfinite")
+    return Status::Fail(Error::kInexpressible, "es=" + g.field[kKeyEs] +
+                                                   ": the encoders saturate to the largest finite value (es=satfinite)");
+  if (g.field[kKeyEsn] == "ftz")
+    return Status::Fail(Error::kInexpressible, "esn=ftz: the encoders keep subnormal results (esn=preserve or any)");
   const std::string& esr = g.esr();
   // er is part of the contract: the MXFP4, Q4KS and I8S24 encoders round
   // their elements to nearest even, so any other er is refused below.
@@ -322,10 +328,9 @@ Status choose_encoder(const Grade& g, EncoderChoice* out) {
         decode_projection(dense) == decode_projection(g))
       return pick(EncoderFamily::kS8Dense, ScaleRule::kExp2Floor, rne);
   }
-  return Status::Fail(Error::kInexpressible,
-                      "no reference encoder for " + g.canonical +
-                          " (encoders exist for the MXFP4, Q4KS, NVF4 and I8S24 families and for "
-                          "Q8_0's grit1(e=s8,k0=32,s0=binary16,esr=ratiomaxabs))");
+  const Status general = general_encoder_fits(g);
+  if (!general.ok()) return general;
+  return pick(EncoderFamily::kGeneral, ScaleRule::kExp2Floor, rne);
 }
 
 Status encode(const Grade& g, const float* v, uint64_t n, EncodedPlanes* out) {
@@ -338,6 +343,7 @@ Status encode(const Grade& g, const float* v, uint64_t n, EncodedPlanes* out) {
     case EncoderFamily::kNvf4: return encode_nvf4(v, n, c.elem_rounding, out);
     case EncoderFamily::kI8s24: return encode_i8s24(v, n, out);
     case EncoderFamily::kS8Dense: return encode_s8_dense(v, n, g.k0, out);
+    case EncoderFamily::kGeneral: return encode_general(g, v, n, out);
   }
   return Status::Fail(Error::kInexpressible, "unknown encoder family");
 }

@@ -39,9 +39,18 @@ Status encode_i8s24(const float* v, uint64_t n, EncodedPlanes* out);
 // NaN or Inf gets the NaN scale 0x7E00 and zero codes.
 Status encode_s8_dense(const float* v, uint64_t n, uint64_t k0, EncodedPlanes* out);
 
+// Every other dense one-level grade: exp2*maxabs and ratiomaxabs without a
+// zero point, affineminmax with an integer one (zps=shared), integer or
+// minifloat elements of at most 8 bits, any er, es=satfinite. The reading of
+// the esr rules for general formats is torch_grit's (docs/numerics.md,
+// "Encoders for any grade"); on the reference grades' formats it gives the
+// family encoders' bytes. general_encoder_fits says why a grade is refused.
+Status general_encoder_fits(const Grade& g);
+Status encode_general(const Grade& g, const float* v, uint64_t n, EncodedPlanes* out);
+
 // Which encoder above a grade takes: any grade whose decode projection and
 // esr/er match one of them. Others are refused with the reason.
-enum class EncoderFamily { kMxfp4, kQ4ks, kNvf4, kI8s24, kS8Dense };
+enum class EncoderFamily { kMxfp4, kQ4ks, kNvf4, kI8s24, kS8Dense, kGeneral };
 struct EncoderChoice {
   EncoderFamily family = EncoderFamily::kMxfp4;
   ScaleRule rule = ScaleRule::kExp2Floor;  // kMxfp4

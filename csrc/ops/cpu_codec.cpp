@@ -35,6 +35,7 @@ std::vector<at::Tensor> quantize_cpu(const at::Tensor& w, c10::string_view grade
   if (const uint64_t g = int4g_group_arg(op, grade_text)) return int4g_quantize_cpu(w, g);
   QuantizeArgs a = quantize_args(op, w, grade_text);
   const at::Tensor v = w.to(at::kFloat).contiguous();
+  if (a.general) return quantize_general_cpu(op, *a.grade, v);
   std::vector<at::Tensor> planes = alloc_planes(&a, w.options());
   namespace be = grit::blockenc;
   be::Planes& P = a.plan;

@@ -2,7 +2,8 @@
 // block encoders on the device (csrc/kernels/cuda/quantize_cuda.h) on the
 // current stream. A Q4KS tensor a block refuses is re-encoded by the core on
 // a host copy, which raises its own message. INT4G (seed 001's groups) has
-// its own kernel (cuda_int4g.h).
+// its own kernel (cuda_int4g.h). Grades only the general encoder takes are
+// encoded on a host copy and moved to the device.
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -24,6 +25,12 @@ std::vector<at::Tensor> quantize_cuda(const at::Tensor& w, c10::string_view grad
   QuantizeArgs a = quantize_args(op, w, grade_text);
   const c10::cuda::CUDAGuard guard(w.device());
   const at::Tensor v = w.to(at::kFloat).contiguous();
+  if (a.general) {
+    // The general encoder has no device copy: it runs on a host copy.
+    std::vector<at::Tensor> planes = quantize_general_cpu(op, *a.grade, v.cpu());
+    for (auto& p : planes) p = p.to(w.device());
+    return planes;
+  }
   std::vector<at::Tensor> planes = alloc_planes(&a, w.options());
   a.plan.v = v.const_data_ptr<float>();
   const at::Tensor scratch = at::empty({2}, w.options().dtype(at::kInt));

@@ -1,7 +1,11 @@
 #include "ops/quantize_args.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
+
+#include <atomic>
+#include <cstring>
 
 #include "ops/op_args.h"
 
@@ -24,6 +28,10 @@ QuantizeArgs quantize_args(const char* op, const at::Tensor& w, c10::string_view
   grit::EncoderChoice c;
   const grit::Status s = grit::choose_encoder(grade, &c);
   TORCH_CHECK_VALUE(s.ok(), op, ": cannot quantize to ", grade.canonical, ": ", s.message);
+  if (c.family == grit::EncoderFamily::kGeneral) {
+    a.general = true;
+    return a;
+  }
 
   a.plan = grit::blockenc::Planes{};
   a.plan.n = static_cast<uint64_t>(w.numel());
@@ -47,6 +55,39 @@ std::vector<at::Tensor> alloc_planes(QuantizeArgs* a, const at::TensorOptions& o
     planes.push_back(at::empty({bytes}, options.dtype(at::kByte)));
     a->plan.p[i] = planes.back().mutable_data_ptr<uint8_t>();
   }
+  return planes;
+}
+
+std::vector<at::Tensor> quantize_general_cpu(const char* op, const grit::Grade& grade, const at::Tensor& v) {
+  const int64_t rows = v.size(0), cols = v.size(1);
+  uint64_t total[4];
+  const grit::Status st = grit::grade_plane_bytes(grade, static_cast<uint64_t>(v.numel()), total);
+  TORCH_CHECK_VALUE(st.ok(), op, ": ", grade.canonical, ": ", st.message);
+  std::vector<at::Tensor> planes;
+  for (int i = 0; i < 4; ++i) planes.push_back(at::empty({static_cast<int64_t>(total[i])}, v.options().dtype(at::kByte)));
+  // Chunks of 8 rows start on a byte of every plane (8 * cols codes fill whole
+  // bytes at any width); each group is its own, so the split changes no byte.
+  constexpr int64_t kRowsPerChunk = 8;
+  const int64_t chunks = (rows + kRowsPerChunk - 1) / kRowsPerChunk;
+  const float* base = v.const_data_ptr<float>();
+  std::atomic<bool> ok{true};
+  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, cols * kRowsPerChunk));
+  at::parallel_for(0, chunks, grain, [&](int64_t b, int64_t e) {
+    for (int64_t c = b; c < e && ok; ++c) {
+      const int64_t r0 = c * kRowsPerChunk, r1 = std::min(rows, r0 + kRowsPerChunk);
+      grit::EncodedPlanes enc;
+      uint64_t before[4];
+      if (!grit::encode_general(grade, base + r0 * cols, static_cast<uint64_t>((r1 - r0) * cols), &enc).ok() ||
+          !grit::grade_plane_bytes(grade, static_cast<uint64_t>(r0 * cols), before).ok()) {
+        ok = false;
+        return;
+      }
+      for (int i = 0; i < 4; ++i)
+        if (!enc.plane[i].empty())
+          std::memcpy(planes[i].mutable_data_ptr<uint8_t>() + before[i], enc.plane[i].data(), enc.plane[i].size());
+    }
+  });
+  if (!ok) raise_encoder_refusal(op, grade, v);
   return planes;
 }
 

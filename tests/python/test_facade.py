@@ -307,8 +307,8 @@ def test_check_error_attributes():
 
 def test_codec_errors():
     with pytest.raises(GradeError) as exc:
-        encode_planes("grit1(e=u4,k0=32,s0=u8,esr=floor)", np.zeros(32, np.float32))
-    assert exc.value.code == "inexpressible"
+        encode_planes("grit1(e=u4,k0=32,s0=u8,k1=8,s1=binary16,esr=floor)", np.zeros(256, np.float32))
+    assert exc.value.code == "inexpressible" and "two-level" in str(exc.value)
     with pytest.raises(ValueError):
         decode_planes("MXFP4", [b"", b""], 32)
     with pytest.raises(ValueError):

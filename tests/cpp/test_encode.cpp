@@ -137,19 +137,28 @@ TEST(Encode, DispatcherRefusesGradesWithoutAnEncoder) {
   std::vector<float> v(256, 0.5f);
   grit::EncodedPlanes ep;
   const char* const refused[] = {
-      "grit1(e=e2m1,k0=64,s0=e8m0,esr=exp2floormaxabs)",    // another block size
-      "grit1(e=e2m1,k0=32,s0=e8m0,esr=ratiomaxabs)",        // another scale rule
-      "grit1(e=e2m1,k0=32,s0=e8m0,po=msb,esr=exp2floor)",   // another decode
-      "grit1(e=e2m1,k0=32,s0=e8m0,er=rtz,esr=exp2floor)",   // the MXFP4 encoder is rne
-      "grit1(e=s8,k0=32,s0=binary16,sp=2:4:u2:asclsb,er=rtz,esr=ratio)",
+      "grit1(e=s8,k0=32,s0=binary16,sp=2:4:u2:asclsb,er=rtz,esr=ratio)",  // I8S24's encoder is rne
       "grit1(e=u4,k0=32,s0=u6,k1=8,s1=binary16,zp=u6,zps=l1,er=rna,esr=affine)",
       "grit1(e=e2m1,k0=16,s0=e4m3,k1=0,s1=binary32,er=rtp,esr=ratio)",
-      "grit1(e=s8,k0=64,s0=binary16,esr=ratiomaxabs)",      // dense s8 at another block size
-      "grit1(e=s8,k0=32,s0=binary16,er=rtz,esr=ratiomaxabs)",
   };
   for (const char* t : refused) {
     const grit::Status s = grit::encode(gt::parse_ok(t), v.data(), v.size(), &ep);
     EXPECT_EQ(s.code, Error::kInexpressible) << t;
+  }
+  // Dense one-level grades beside the families go to the general encoder.
+  const char* const general[] = {
+      "grit1(e=e2m1,k0=64,s0=e8m0,esr=exp2floormaxabs)",    // another block size
+      "grit1(e=e2m1,k0=32,s0=e8m0,esr=ratiomaxabs)",        // another scale rule
+      "grit1(e=e2m1,k0=32,s0=e8m0,po=msb,esr=exp2floor)",   // another placement
+      "grit1(e=e2m1,k0=32,s0=e8m0,er=rtz,esr=exp2floor)",   // another element rounding
+      "grit1(e=s8,k0=64,s0=binary16,esr=ratiomaxabs)",      // dense s8 at another block size
+      "grit1(e=s8,k0=32,s0=binary16,er=rtz,esr=ratiomaxabs)",
+  };
+  for (const char* t : general) {
+    grit::EncoderChoice c;
+    ASSERT_TRUE(grit::choose_encoder(gt::parse_ok(t), &c).ok()) << t;
+    EXPECT_EQ(c.family, grit::EncoderFamily::kGeneral) << t;
+    EXPECT_TRUE(grit::encode(gt::parse_ok(t), v.data(), v.size(), &ep).ok()) << t;
   }
   // The ceil rule has an encoder although no reference grade uses it.
   EXPECT_TRUE(grit::encode(gt::parse_ok("grit1(e=e2m1,k0=32,s0=e8m0,esr=rceil)"), v.data(), 32, &ep).ok());

@@ -124,6 +124,7 @@ struct Plan {
   ElemGrid grid;
   int pow2_lo = 0, pow2_hi = 0;
   int64_t z_lo = 0, z_hi = 0;  // the zero points the zp format can carry (after zpc)
+  int64_t z_mid = 0;           // ratiomaxabs with a zero point: the fixed middle
 };
 
 Status make_plan(const Grade& g, Plan* p) {
@@ -151,24 +152,32 @@ Status make_plan(const Grade& g, Plan* p) {
   if (s.is_integer() && !s.is_unsigned)
     return refuse(g, "s0=" + fmt_str(g.scale0) + ": a signed integer scale; scales are positive");
   const bool exp2 = p->rule != Rule::kRatio && p->rule != Rule::kAffine;
-  if (p->rule == Rule::kAffine) {
-    if (!g.has_zp)
-      return refuse(g, "esr=affineminmax needs a zero point (zp=...): without one the range cannot move");
+  if (p->rule == Rule::kAffine && !g.has_zp)
+    return refuse(g, "esr=affineminmax needs a zero point (zp=...): without one the range cannot move");
+  if (g.has_zp) {
+    if (exp2)
+      return refuse(g, "esr=" + esr + " with a zero point: the exp2 rules are stated for symmetric grades; "
+                                      "a zero-point grade encodes under esr=affineminmax or ratiomaxabs");
     if (!e.is_integer())
-      return refuse(g, "esr=affineminmax with element format " + fmt_str(g.elem) +
-                           ": the affine reading needs integer elements");
+      return refuse(g, "esr=" + esr + " with a zero point and element format " + fmt_str(g.elem) +
+                           ": the zero-point readings need integer elements");
     const FmtInfo z = fmt_unpack(g.zp);
     if (!z.is_integer())
-      return refuse(g, "zp=" + fmt_str(g.zp) + ": the affine reading needs an integer zero point");
+      return refuse(g, "zp=" + fmt_str(g.zp) + ": the zero-point readings need an integer zero point");
     const ElemGrid zg = elem_grid(g.zp);
     const int64_t off = g.zp_minus1 ? 1 : 0;
     p->z_lo = std::max(p->grid.qmin, zg.qmin + off);
     p->z_hi = std::min(p->grid.qmax, zg.qmax + off);
     if (p->z_lo > p->z_hi)
       return refuse(g, "zp=" + fmt_str(g.zp) + " holds no zero point inside the element range");
-  } else if (g.has_zp) {
-    return refuse(g, "esr=" + esr + " with a zero point: GRIT v1 states " + esr +
-                         " for symmetric grades; a zero-point grade encodes under esr=affineminmax");
+    if (p->rule == Rule::kRatio) {
+      // GPTQ's symmetric rule: the zero point is the grid's middle, floor((qmin + qmax + 1) / 2).
+      const int64_t sum = p->grid.qmin + p->grid.qmax + 1;
+      p->z_mid = sum >= 0 ? sum / 2 : -((-sum + 1) / 2);
+      if (p->z_mid < p->z_lo || p->z_mid > p->z_hi)
+        return refuse(g, "zp=" + fmt_str(g.zp) + " cannot hold the middle zero point " +
+                             std::to_string(p->z_mid) + " esr=ratiomaxabs takes");
+    }
   }
   if (exp2) {
     pow2_range(g.scale0, &p->pow2_lo, &p->pow2_hi);
@@ -233,7 +242,11 @@ Status encode_general(const Grade& g, const float* v, uint64_t n, EncodedPlanes*
     } else {
       float amax = 0.0f;
       for (uint64_t i = 0; i < k0; ++i) amax = std::fmax(amax, std::fabs(x[i]));
-      if (P.rule == Rule::kRatio) {
+      if (P.rule == Rule::kRatio && g.has_zp) {
+        // GPTQ's symmetric scale: the range [-amax, amax] over every step of the grid.
+        const float steps = static_cast<float>(P.grid.qmax - P.grid.qmin);
+        sc = amax == 0.0f ? scale_code(g.scale0, one) : scale_code(g.scale0, (amax + amax) / steps);
+      } else if (P.rule == Rule::kRatio) {
         sc = amax == 0.0f ? scale_code(g.scale0, one)
                           : scale_code(g.scale0, amax / static_cast<float>(P.grid.maxnorm));
       } else {
@@ -248,20 +261,23 @@ Status encode_general(const Grade& g, const float* v, uint64_t n, EncodedPlanes*
     if (fmt_decode(g.scale0, sc) == 0.0f) sc = smallest_positive_code(g.scale0);
     put_padded(planes.plane[1], grp, s0w, sc);
     const float S = fmt_decode(g.scale0, sc);
-    if (P.rule == Rule::kAffine) {
-      float mn = x[0];
-      for (uint64_t i = 1; i < k0; ++i)
-        if (x[i] < mn) mn = x[i];
-      const float lo = mn < 0.0f ? mn : 0.0f;
-      const float t0 = -lo / S;
-      if (!std::isfinite(t0))
-        return Status::Fail(Error::kBadValue, "group " + std::to_string(grp) +
-                                                  ": the zero point leaves binary32 during encode");
-      // Clamped in binary64 before the integer conversion: t0 may be far past int64.
-      const double zr = std::nearbyint(static_cast<double>(t0)) + static_cast<double>(P.grid.qmin);
-      const int64_t z = zr <= static_cast<double>(P.z_lo)   ? P.z_lo
-                        : zr >= static_cast<double>(P.z_hi) ? P.z_hi
-                                                            : static_cast<int64_t>(zr);
+    if (g.has_zp) {
+      int64_t z = P.z_mid;
+      if (P.rule == Rule::kAffine) {
+        float mn = x[0];
+        for (uint64_t i = 1; i < k0; ++i)
+          if (x[i] < mn) mn = x[i];
+        const float lo = mn < 0.0f ? mn : 0.0f;
+        const float t0 = -lo / S;
+        if (!std::isfinite(t0))
+          return Status::Fail(Error::kBadValue, "group " + std::to_string(grp) +
+                                                    ": the zero point leaves binary32 during encode");
+        // Clamped in binary64 before the integer conversion: t0 may be far past int64.
+        const double zr = std::nearbyint(static_cast<double>(t0)) + static_cast<double>(P.grid.qmin);
+        z = zr <= static_cast<double>(P.z_lo)   ? P.z_lo
+            : zr >= static_cast<double>(P.z_hi) ? P.z_hi
+                                                : static_cast<int64_t>(zr);
+      }
       uint32_t zc = 0;
       fmt_encode(g.zp, static_cast<float>(z - (g.zp_minus1 ? 1 : 0)), Rounding::kRne, Saturation::kSatFinite, &zc);
       put_padded(planes.plane[3], grp, zpw, zc);

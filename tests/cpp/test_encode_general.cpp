@@ -98,7 +98,7 @@ TEST(EncodeGeneral, AffineGroupWorkedByHand) {
 
 TEST(EncodeGeneral, RefusalsNameTheMissingRule) {
   const struct { const char* grade; const char* says; } cases[] = {
-      {"grit1(e=u4,k0=32,s0=binary16,zp=u4,esr=ratiomaxabs)", "with a zero point"},
+      {"grit1(e=u4,k0=32,s0=binary16,zp=u4,esr=exp2rnemaxabs)", "with a zero point"},
       {"grit1(e=s4,k0=32,s0=binary16,esr=affineminmax)", "needs a zero point"},
       {"grit1(e=u4,k0=32,s0=binary16,k1=8,s1=binary16,esr=ratiomaxabs)", "two-level"},
       {"grit1(e=s4,k0=32,s0=binary16,esr=custom:x)", "names no rule"},

@@ -171,7 +171,9 @@ def encode(spec, values):
             target = 1.0 if hi == lo else f32(f32(hi - lo) / float(qmax - qmin))
         else:
             amax = max(abs(v) for v in x)
-            if spec.esr == "ratiomaxabs":
+            if spec.esr == "ratiomaxabs" and spec.zp:  # GPTQ's symmetric rule
+                target = 1.0 if amax == 0 else f32(f32(amax + amax) / float(qmax - qmin))
+            elif spec.esr == "ratiomaxabs":
                 target = 1.0 if amax == 0 else f32(amax / maxnorm)
             else:
                 lo_e, hi_e = _pow2_range(S0)
@@ -184,9 +186,11 @@ def encode(spec, values):
             sc = _smallest_positive(S0)
         scales.append(sc)
         S = gf.fmt_decode(S0, sc)
-        if spec.esr == "affineminmax":
-            z = int(round(f32(-lo / S))) + qmin
-            z = min(max(z, z_lo), z_hi)
+        if spec.zp:
+            if spec.esr == "affineminmax":
+                z = min(max(int(round(f32(-lo / S))) + qmin, z_lo), z_hi)
+            else:
+                z = (qmin + qmax + 1) // 2
             zps.append((z - off) & ((1 << gf.fmt_width(Z)) - 1))
             for v in x:
                 t = f32(v / S)

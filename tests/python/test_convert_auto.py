@@ -144,8 +144,8 @@ def test_budget_and_candidates(tmp_path, source, capsys):
     (("--grade", "auto", "--budget-db", "lots"), "found 'lots'"),
     (("--grade", "auto", "--candidates", "MXFP4,FOO"), "--candidates: unknown grade 'FOO'"),
     (("--grade", "auto", "--candidates", "MXFP4,,NVF4"), "each candidate is a grade name"),
-    (("--grade", "auto", "--candidates", "grit1(e=u4,k0=32,s0=binary16,zp=u4,esr=ratiomaxabs)"),
-     "cannot be a candidate: esr=ratiomaxabs with a zero point"),
+    (("--grade", "auto", "--candidates", "grit1(e=u4,k0=32,s0=binary16,zp=u4,esr=exp2floormaxabs)"),
+     "cannot be a candidate: esr=exp2floormaxabs with a zero point"),
     (("--grade", "MXFP4", "--budget-db", "20"), "--budget-db applies to --grade auto only"),
     (("--grade", "NVF4", "--candidates", "MXFP4"), "--candidates applies to --grade auto only"),
 ])

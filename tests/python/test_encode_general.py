@@ -29,6 +29,12 @@ SPECS = [
     Spec("s8", 32, "binary32", "affineminmax", zp="s8", er="rtz"),
     Spec("u4", 32, "binary16", "affineminmax", zp="u4", er="rna", msb=True),
     Spec("u4", 32, "e4m3", "affineminmax", zp="u4"),
+    # ratiomaxabs with a zero point: GPTQ's symmetric rule (z the middle of the grid)
+    Spec("u4", 128, "binary16", "ratiomaxabs", zp="u4"),
+    Spec("u4", 32, "binary16", "ratiomaxabs", zp="u4", minus1=True),
+    Spec("u8", 64, "binary16", "ratiomaxabs", zp="u8"),
+    Spec("u2", 32, "binary32", "ratiomaxabs", zp="u2"),
+    Spec("s4", 32, "binary16", "ratiomaxabs", zp="s4"),
     # ratiomaxabs, symmetric
     Spec("s4", 64, "binary16", "ratiomaxabs"),
     Spec("s4", 128, "binary32", "ratiomaxabs", msb=True),
@@ -137,11 +143,11 @@ def test_the_op_passes_opcheck_on_a_general_grade():
 
 
 @pytest.mark.parametrize("grade, reason", [
-    ("grit1(e=u4,k0=32,s0=binary16,zp=u4,esr=ratiomaxabs)", "esr=ratiomaxabs with a zero point"),
     ("grit1(e=u4,k0=32,s0=binary16,zp=u4,esr=exp2floormaxabs)", "esr=exp2floormaxabs with a zero point"),
+    ("grit1(e=u4,k0=32,s0=binary16,zp=u2,esr=ratiomaxabs)", "cannot hold the middle zero point 8"),
     ("grit1(e=s4,k0=32,s0=binary16,esr=affineminmax)", "esr=affineminmax needs a zero point"),
-    ("grit1(e=e2m1,k0=32,s0=binary16,zp=u4,esr=affineminmax)", "needs integer elements"),
-    ("grit1(e=u4,k0=32,s0=binary16,zp=binary16,esr=affineminmax)", "needs an integer zero point"),
+    ("grit1(e=e2m1,k0=32,s0=binary16,zp=u4,esr=affineminmax)", "need integer elements"),
+    ("grit1(e=u4,k0=32,s0=binary16,zp=binary16,esr=affineminmax)", "need an integer zero point"),
     ("grit1(e=binary16,k0=32,s0=binary16,esr=ratiomaxabs)", "at most 8 bits"),
     ("grit1(e=s4,k0=32,s0=binary16,esr=custom:mine)", "names no rule GRIT v1 states"),
     ("grit1(e=s4,k0=32,s0=binary16,es=ovfinf,esr=ratiomaxabs)", "es=ovfinf"),

@@ -24,7 +24,8 @@ from ..quantization import auto
 from .format import Packed, Plain, packed_unit, plan_shards, write_units
 from .read import open_layout
 from ..contract.errors import InexpressibleError
-from ..contract.grade import Grade, resolve_grade
+from ..contract.grade import Grade, parse_fixed, resolve_grade
+from ..contract.grade_names import PerChannel, grade_for
 from ..contract.int4_groups import Int4Groups
 from .safetensors_io import read_entry
 from ..tensor.grit_tensor import fit_error, quantize
@@ -116,7 +117,7 @@ def plan(src, grade, filter=None, *, budget_db=auto.DEFAULT_BUDGET_DB,
         grades = auto.parse_candidates(candidates)
         grade = None
     else:
-        grade = Grade.parse(grade)
+        grade = parse_fixed(grade)
     lay = open_layout(src)
     if lay.packed:
         names = sorted(lay.packed)
@@ -145,7 +146,7 @@ def plan(src, grade, filter=None, *, budget_db=auto.DEFAULT_BUDGET_DB,
                         unit = packed_unit(name, choice.grade, e.shape, FLOAT_DTYPES[e.dtype])
                     reason = choice.reason
                 elif take:
-                    unit = packed_unit(name, grade, e.shape, FLOAT_DTYPES[e.dtype])
+                    unit = packed_unit(name, grade_for(grade, e.shape), e.shape, FLOAT_DTYPES[e.dtype])
                 if unit is None:
                     unit = Plain(name, e.dtype, e.shape)
                 else:
@@ -215,7 +216,7 @@ def convert(src, dst, grade, *, filter=None, max_shard_size=None, on_tensor=None
     """
     refuse_inexpressible(src, grade, filter)
     if not auto.is_auto(grade):
-        grade = Grade.parse(grade)
+        grade = parse_fixed(grade)
     lay, items = plan(src, grade, filter, budget_db=budget_db, candidates=candidates,
                       on_entry=on_entry, exclude=exclude, load_guard=load_guard)
     out = output_path(dst)
@@ -287,7 +288,10 @@ def convert(src, dst, grade, *, filter=None, max_shard_size=None, on_tensor=None
 
 
 def _grade_policy(grade, budget_db, candidates):
-    """What the file records about how its grades were chosen: only for grade="auto"."""
+    """What the file records about how its grades were chosen: for grade="auto" and the
+    per-channel families (one k0 per tensor)."""
+    if isinstance(grade, PerChannel):
+        return grade.policy()
     return auto.policy(budget_db, candidates) if auto.is_auto(grade) else None
 
 

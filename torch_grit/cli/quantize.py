@@ -173,7 +173,8 @@ def run(args):
     from ..checkpoint.convert import ConvertError, convert, source_bytes
     from ..checkpoint.convert_report import ConversionReport
     from ..contract.errors import GradeError, GritCheckError
-    from ..contract.grade import Grade
+    from ..contract.grade import Grade, parse_fixed
+    from ..contract.grade_names import PerChannel
     from ..checkpoint.safetensors_io import AtomicFiles, CheckpointError
 
     auto = is_auto(args.grade)
@@ -185,7 +186,7 @@ def run(args):
             return _fail(args, EXIT_USAGE, str(e))
     else:
         try:
-            grade = Grade.parse(args.grade)
+            grade = parse_fixed(args.grade)
         except GradeError as e:
             return _int4g_refusal(args) or _fail(args, EXIT_USAGE, "unknown grade: %s" % e)
         for flag, value in (("--budget-db", args.budget_db), ("--candidates", args.candidates)):
@@ -275,7 +276,8 @@ def run(args):
               "kept": len(reports) - len(quantized), "dropped": [r.name for r in dropped],
               "bytes_before": sum(r.bytes_before for r in reports),
               "bytes_after": sum(r.bytes_after for r in reports)}
-    summary = {"src": args.src, "files": files, "grade": "auto" if auto else grade.canonical,
+    label = "auto" if auto else (grade.name if isinstance(grade, PerChannel) else grade.canonical)
+    summary = {"src": args.src, "files": files, "grade": label,
                "totals": totals}
     if auto:
         summary["auto"] = _auto_summary(reports, budget, grades)

@@ -2,6 +2,7 @@
 
 from .. import _C
 from .errors import GradeError
+from .grade_names import PerChannel, named, per_channel
 
 _REFERENCE = {short.upper(): canonical for _, short, canonical in _C.reference_grades()}
 _REFERENCE.update({name.upper(): canonical for name, _, canonical in _C.reference_grades()})
@@ -38,7 +39,12 @@ class Grade:
         if isinstance(spec, Grade):
             self._native = spec._native
         elif isinstance(spec, str):
-            canonical = _REFERENCE.get(spec.strip().upper())
+            canonical = _REFERENCE.get(spec.strip().upper()) or named(spec)
+            if canonical is None and per_channel(spec) is not None:
+                raise GradeError("grade %r picks k0 = in_features per weight: torch_grit.quantize, "
+                                 "quantize_, GritLinear and torch-grit quantize take the name; "
+                                 "elsewhere write the grade with its k0" % spec,
+                                 code="inexpressible", token=spec.strip(), position=0)
             self._native = _parse_native(canonical if canonical is not None else spec)
         else:
             raise TypeError("a grade is a Grade or a string, found %s" % type(spec).__name__)
@@ -111,20 +117,33 @@ class Grade:
         return (Grade.parse, (self.canonical,))
 
 
+def parse_fixed(spec):
+    """A GRIT ``Grade``, or the ``PerChannel`` family a name such as "S8_CHANNEL"
+    stands for (each weight's shape then picks its grade); GradeError otherwise."""
+    if isinstance(spec, PerChannel):
+        return spec
+    family = per_channel(spec) if isinstance(spec, str) else None
+    return family if family is not None else Grade.parse(spec)
+
+
 def resolve_grade(spec):
-    """A grade the packed ops accept: a ``Grade`` (GRIT), or an ``Int4Groups``
-    for seed 001's "INT4G<g>" names (which have no GRIT descriptor).
+    """A grade the packed ops accept: a ``Grade`` (GRIT), an ``Int4Groups``
+    for seed 001's "INT4G<g>" names (which have no GRIT descriptor), or a
+    ``PerChannel`` family ("S8_CHANNEL"), whose grade each weight's shape picks.
 
     Both have ``.canonical`` (the string the ops take) and ``.name``.
     """
     from .int4_groups import Int4Groups
 
-    if isinstance(spec, Int4Groups):
+    if isinstance(spec, (Int4Groups, PerChannel)):
         return spec
     if isinstance(spec, str):
         group = _C.int4g_parse_name(spec)
         if group is not None:
             return Int4Groups(group)
+        family = per_channel(spec)
+        if family is not None:
+            return family
     return Grade.parse(spec)
 
 

@@ -13,6 +13,7 @@ from torch import nn
 
 from . import auto
 from ..contract.grade import Grade, resolve_grade
+from ..contract.grade_names import PerChannel
 from ..nn.linear import GritLinear
 from .profile import CANDIDATES, DEFAULT_BUDGET_DB
 from ..tensor.grit_tensor import LOGICAL_DTYPES, GritTensor, fit_error
@@ -132,8 +133,13 @@ def quantize_(model, grade, filter_fn=None, budget_db=DEFAULT_BUDGET_DB, candida
 
         def choose(module, handler, fqn, default_filter):
             # Without filter_fn, a layer that does not fit stays exact (seed 002);
-            # a layer filter_fn selected must fit, or convert raises.
-            return fixed, handler.skip_reason(module, fixed, fqn) if default_filter else None
+            # a layer filter_fn selected must fit, or convert raises. A per-channel
+            # family ("S8_CHANNEL") becomes this layer's grade (k0 = in_features).
+            reason = handler.skip_reason(module, fixed, fqn) if default_filter else None
+            layer = fixed
+            if isinstance(fixed, PerChannel) and reason is None:
+                layer = fixed.for_shape(handler.shape(module))
+            return layer, reason
     if not isinstance(model, nn.Module):
         raise TypeError("quantize_ takes an nn.Module; found %s" % type(model).__name__)
     _refuse_quantized(model)
@@ -179,6 +185,8 @@ def quantize_(model, grade, filter_fn=None, budget_db=DEFAULT_BUDGET_DB, candida
     if auto.is_auto(grade):
         # torch_grit.save(model) writes it as the checkpoint's grade_policy.
         model.grit_grade_policy = auto.policy(budget_db, candidates)
+    elif isinstance(fixed, PerChannel):
+        model.grit_grade_policy = fixed.policy()  # one k0 per layer, as chosen
     return reports
 
 

@@ -16,6 +16,7 @@ from ..contract.check import check
 from ..contract.descriptor import Descriptor
 from ..contract.errors import GradeError, GroupAxisError
 from ..contract.grade import Grade, resolve_grade
+from ..contract.grade_names import grade_for
 from ..contract.int4_groups import Int4Groups
 from ..contract.placement import Placement
 from .dispatch import _DISPATCH, _FUNCTION, aten, implements, unsupported
@@ -451,6 +452,7 @@ def fit_error(shape, grade, name="weight"):
     if len(shape) != 2:
         return ("%s: quantize takes a 2-D weight [out_features, in_features]; found shape %s"
                 % (name, tuple(shape)))
+    grade = grade_for(grade, shape)
     if isinstance(grade, Int4Groups):
         # Any row length: a row ends in a short group of its own.
         if min(shape) < 1:
@@ -473,7 +475,8 @@ def fit_error(shape, grade, name="weight"):
 def quantize(w, grade, name="weight"):
     """Pack a 2-D float weight ``[out, in]`` to ``grade``; returns a GritTensor.
 
-    ``grade`` is a Grade, a canonical string or a reference name ("MXFP4").
+    ``grade`` is a Grade, a canonical string, a reference name ("MXFP4") or
+    another named grade ("U4Z_G128", "S8_CHANNEL": torch_grit.contract.grade_names).
     NaN and Inf are legal input: they poison their group as the contract says.
     ``"INT4G<g>"`` (seed 001's int4 row groups) refuses NaN and Inf instead.
     """
@@ -490,6 +493,7 @@ def quantize(w, grade, name="weight"):
     reason = fit_error(tuple(w.shape), grade, name)
     if reason:
         raise ValueError(reason)
+    grade = grade_for(grade, tuple(w.shape))
     planes = torch.ops.grit.quantize(w.detach().contiguous(), grade.canonical)
     return GritTensor.from_planes(planes, grade, tuple(w.shape), dtype=w.dtype, name=name)
 

@@ -32,9 +32,8 @@ def _bits(t):
 @pytest.mark.parametrize("grade", GRADES)
 def test_every_variant_decodes_like_the_core(isa, grade):
     for i, shape in enumerate(SHAPES[grade] + ((600, 256),)):
-        drawn = [_random_planes(grade, shape, seed=i)]
-        if grade != GPTQ:  # no encoder for the GPTQ grade: its planes come from files (random here)
-            drawn.append(ops.quantize(torch.randn(shape, generator=torch.Generator().manual_seed(i)), grade))
+        drawn = [_random_planes(grade, shape, seed=i),
+                 ops.quantize(torch.randn(shape, generator=torch.Generator().manual_seed(i)), grade)]
         for planes in drawn:
             got = _dequantize(isa, planes, grade, shape)
             assert got.shape == shape and got.dtype == torch.float32

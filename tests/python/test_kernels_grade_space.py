@@ -40,8 +40,9 @@ pytestmark = pytest.mark.skipif(not VARIANTS, reason="this CPU has no SIMD varia
 def grades(draw):
     kind = draw(st.sampled_from(("nibble", "nibble", "affine", "sparse", "dense8", "zp")))
     esr = draw(st.sampled_from(ESR))
-    if kind == "dense8":  # ggml Q8_0's form: dense s8, binary16 per 32 (any esr decodes alike)
-        return "grit1(e=s8,k0=32,s0=binary16,esr=%s)" % esr, 32, 0
+    if kind == "dense8":  # ggml Q8_0's form: dense s8, binary16 per 32, 64 or 128 (any esr decodes alike)
+        k0 = draw(st.sampled_from((32, 64, 128)))
+        return "grit1(e=s8,k0=%d,s0=binary16,esr=%s)" % (k0, esr), k0, 0
     if kind == "sparse":
         order = draw(st.sampled_from(("asclsb", "unord")))
         return "grit1(e=s8,k0=32,s0=binary16,sp=2:4:u2:%s,esr=%s)" % (order, esr), 32, 0

@@ -59,8 +59,9 @@ enum class FastKind : int {
   // logical columns. I8S24. Needs every quad to name two distinct
   // positions (what the encoder writes); otherwise the call falls back.
   kInt8Sparse24,
-  // Dense int8 codes, binary16 scale per k0 = 32 columns, no level 1, no
-  // zero point: ggml Q8_0's grade grit1(e=s8,k0=32,s0=binary16,...).
+  // Dense int8 codes, binary16 scale per k0 = 32, 64 or 128 columns, no
+  // level 1, no zero point: ggml Q8_0's grade grit1(e=s8,k0=32,s0=binary16,...)
+  // and S8_G64 / S8_G128. Rows must hold whole groups (else the reference).
   kInt8Dense,
   // Dense 4-bit codes, binary16 scale0 and an 8-bit zero-point code per
   // k0 = 32, 64 or 128 columns, zps=shared (S * (e - z)), no level 1: the

@@ -339,7 +339,8 @@ FastKind fast_kind_of(const Grade& g) {
   if (g.elem == kS8 && g.has_sp && g.sp_n == 2 && g.sp_m == 4 && g.sp_meta_bits == 2 &&
       g.scale0 == kBinary16 && !g.has_l1 && !g.has_zp && g.k0 == 32)
     return FastKind::kInt8Sparse24;
-  if (g.elem == kS8 && !g.has_sp && g.scale0 == kBinary16 && !g.has_l1 && !g.has_zp && g.k0 == 32)
+  if (g.elem == kS8 && !g.has_sp && g.scale0 == kBinary16 && !g.has_l1 && !g.has_zp &&
+      (g.k0 == 32 || g.k0 == 64 || g.k0 == 128))
     return FastKind::kInt8Dense;
   if (!g.has_sp && g.has_zp && !g.zp_l1 && !g.has_l1 && g.scale0 == kBinary16 && byte_code(g.zp) &&
       (g.k0 == 32 || g.k0 == 64 || g.k0 == 128) && nibble_elements(g, elem))
@@ -455,7 +456,8 @@ void make_plan(const PackedWeight& w, LinearPlan* p) {
     p->s0_e4m3_mul = s1;
     p->s0_e4m3 = !p->factor && e4m3_shortcut(p->s0, s1);
   }
-  if (p->kind == FastKind::kNibbleZp && w.k % p->k0 != 0) p->kind = FastKind::kNone;  // groups straddle rows
+  if ((p->kind == FastKind::kNibbleZp || p->kind == FastKind::kInt8Dense) && w.k % p->k0 != 0)
+    p->kind = FastKind::kNone;  // groups straddle rows
   if (!form_supported(*p)) p->kind = FastKind::kNone;
 }
 

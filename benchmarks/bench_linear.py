@@ -13,7 +13,7 @@ times
     bfloat16 activations;
   - torch.ops.grit.packed_linear for each GRIT grade (the reference grades, ggml
     Q8_0's grit1(e=s8,k0=32,s0=binary16,esr=ratiomaxabs), U4Z_G128 (GPTQ/AWQ's u4
-    with a zero point per 128) and S8_G128), bfloat16 activations,
+    with a zero point per 128), S8_G128 and S4_G128), bfloat16 activations,
     and MXFP4 once more with float32 activations (no pair path for those);
   - torch.ops.grit.packed_linear_tiled for MXFP4 and NVF4 in the CPU tile
     layout (ops.tile_nibbles, what torch_grit.tile_ gives a model: the same
@@ -55,8 +55,8 @@ import torch.nn.functional as F
 from torch_grit import _C, Grade, ops
 
 # The reference grades, then named grades with fast decoders (torch_grit.contract.grade_names):
-# ggml Q8_0's, the GPTQ/AWQ asymmetric 4-bit grade and dense s8 per 128.
-GRADES = ("MXFP4", "NVF4", "Q4KS", "I8S24", "Q8_0", "U4Z_G128", "S8_G128")
+# ggml Q8_0's, the GPTQ/AWQ asymmetric 4-bit grade, dense s8 per 128 and compressed-tensors int4 per 128.
+GRADES = ("MXFP4", "NVF4", "Q4KS", "I8S24", "Q8_0", "U4Z_G128", "S8_G128", "S4_G128")
 SPEC = {g: Grade(g).canonical for g in GRADES}
 TILED = ("MXFP4", "NVF4")  # grades with a CPU tile layout row
 INT4G = "INT4G32"

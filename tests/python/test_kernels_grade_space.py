@@ -38,7 +38,7 @@ pytestmark = pytest.mark.skipif(not VARIANTS, reason="this CPU has no SIMD varia
 
 @st.composite
 def grades(draw):
-    kind = draw(st.sampled_from(("nibble", "nibble", "affine", "sparse", "dense8", "zp")))
+    kind = draw(st.sampled_from(("nibble", "nibble", "affine", "sparse", "dense8", "zp", "f16")))
     esr = draw(st.sampled_from(ESR))
     if kind == "dense8":  # ggml Q8_0's form: dense s8, binary16 per 32, 64 or 128 (any esr decodes alike)
         k0 = draw(st.sampled_from((32, 64, 128)))
@@ -47,6 +47,9 @@ def grades(draw):
         order = draw(st.sampled_from(("asclsb", "unord")))
         return "grit1(e=s8,k0=32,s0=binary16,sp=2:4:u2:%s,esr=%s)" % (order, esr), 32, 0
     e = draw(st.sampled_from(ELEMS))
+    if kind == "f16":  # compressed-tensors int4's form: 4-bit codes, binary16 scale per group
+        k0 = draw(st.sampled_from((32, 64, 128)))
+        return "grit1(e=%s,k0=%d,s0=binary16,esr=%s)" % (e, k0, esr), k0, 0
     if kind == "zp":  # GPTQ / AWQ's form: binary16 scale, byte-wide zero point, zps=shared
         k0 = draw(st.sampled_from((32, 64, 128)))
         zp = draw(st.sampled_from(CODES))

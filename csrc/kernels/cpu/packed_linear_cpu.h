@@ -67,6 +67,11 @@ enum class FastKind : int {
   // k0 = 32, 64 or 128 columns, zps=shared (S * (e - z)), no level 1: the
   // GPTQ / AWQ grades. Rows must hold whole groups (else the reference).
   kNibbleZp,
+  // Dense 4-bit codes (finite values), binary16 scale0 per k0 = 32, 64 or
+  // 128 columns, no zero point, no level 1: compressed-tensors' int4 group
+  // grade grit1(e=s4,k0=<k>,s0=binary16,...) (S4_G<k>). Factored where the law
+  // factors the grade. Rows must hold whole groups (else the reference).
+  kNibbleF16,
 };
 const char* fast_kind_name(FastKind kind);
 

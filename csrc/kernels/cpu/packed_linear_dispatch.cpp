@@ -69,6 +69,7 @@ const char* fast_kind_name(FastKind kind) {
     case FastKind::kInt8Sparse24: return "int8_sparse24";
     case FastKind::kInt8Dense: return "int8_dense";
     case FastKind::kNibbleZp: return "nibble_zp";
+    case FastKind::kNibbleF16: return "nibble_f16";
   }
   return "?";
 }
@@ -345,6 +346,9 @@ FastKind fast_kind_of(const Grade& g) {
   if (!g.has_sp && g.has_zp && !g.zp_l1 && !g.has_l1 && g.scale0 == kBinary16 && byte_code(g.zp) &&
       (g.k0 == 32 || g.k0 == 64 || g.k0 == 128) && nibble_elements(g, elem))
     return FastKind::kNibbleZp;
+  if (!g.has_sp && !g.has_zp && !g.has_l1 && g.scale0 == kBinary16 &&
+      (g.k0 == 32 || g.k0 == 64 || g.k0 == 128) && nibble_elements(g, elem))
+    return FastKind::kNibbleF16;
   return FastKind::kNone;
 }
 
@@ -357,6 +361,9 @@ void make_grade_tables(const Grade& g, LinearPlan* p) {
     case FastKind::kNone:
     case FastKind::kInt8Sparse24:
     case FastKind::kInt8Dense:
+      return;
+    case FastKind::kNibbleF16:
+      nibble_elements(g, p->elem);
       return;
     case FastKind::kNibbleZp:
       nibble_elements(g, p->elem);
@@ -419,7 +426,7 @@ void cached_grade_tables(const Grade& g, LinearPlan* p) {
 }  // namespace
 
 // The decoders' assumptions about the law's form: a factoring kNibble plan
-// has the E8M0 map, kInt8Sparse24 and kInt8Dense always factor, kNibbleAffine never
+// has the E8M0 map, kInt8Sparse24 and kInt8Dense always factor, kNibbleF16 takes either form, kNibbleAffine never
 // (zero points). Anything else takes the reference kernel.
 static bool form_supported(const LinearPlan& p) {
   switch (p.kind) {
@@ -429,6 +436,7 @@ static bool form_supported(const LinearPlan& p) {
     case FastKind::kInt8Sparse24: return p.factor;
     case FastKind::kInt8Dense: return p.factor;
     case FastKind::kNibbleZp: return !p.factor;
+    case FastKind::kNibbleF16: return true;
   }
   return false;
 }
@@ -456,7 +464,8 @@ void make_plan(const PackedWeight& w, LinearPlan* p) {
     p->s0_e4m3_mul = s1;
     p->s0_e4m3 = !p->factor && e4m3_shortcut(p->s0, s1);
   }
-  if ((p->kind == FastKind::kNibbleZp || p->kind == FastKind::kInt8Dense) && w.k % p->k0 != 0)
+  if ((p->kind == FastKind::kNibbleZp || p->kind == FastKind::kInt8Dense || p->kind == FastKind::kNibbleF16) &&
+      w.k % p->k0 != 0)
     p->kind = FastKind::kNone;  // groups straddle rows
   if (!form_supported(*p)) p->kind = FastKind::kNone;
 }

@@ -29,15 +29,18 @@ GPTQ = "grit1(e=u4,k0=128,s0=binary16,zp=u4,esr=affineminmax)"
 # Dense s8 with a binary16 scale per 64 and per 128 (S8_G64, S8_G128): the int8_dense decoder's wider groups.
 S8_64 = "grit1(e=s8,k0=64,s0=binary16,esr=ratiomaxabs)"
 S8_128 = "grit1(e=s8,k0=128,s0=binary16,esr=ratiomaxabs)"
-# 4-bit codes with a binary16 scale per group (nibble_f16): compressed-tensors' int4 grade at
-# 128 and 32 (the law factors it), and e2m1 elements per 64 (unfactored).
+# 4-bit codes with a float scale per group (nibble_fs): compressed-tensors' int4 grade with binary16
+# scales at 128 and 32 (the law factors it) and binary32 at 128 (unfactored), e2m1 elements per 64
+# (unfactored); int8 with binary32 scales per 32 (int8_dense, unfactored).
 S4_128 = "grit1(e=s4,k0=128,s0=binary16,esr=ratiomaxabs)"
 S4_32 = "grit1(e=s4,k0=32,s0=binary16,esr=ratiomaxabs)"
 FP4_F16 = "grit1(e=e2m1,k0=64,s0=binary16,esr=ratiomaxabs)"
+S4_F32 = "grit1(e=s4,k0=128,s0=binary32,esr=ratiomaxabs)"
+S8_F32 = "grit1(e=s8,k0=32,s0=binary32,esr=ratiomaxabs)"
 GRADES = ("MXFP4", "NVF4", "Q4KS", "I8S24", "MXFP4_RNE", "NVF4_RTZ", Q8, GPTQ, S8_64, S8_128, S4_128, S4_32,
-          FP4_F16)
+          FP4_F16, S4_F32, S8_F32)
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
-FAST_KIND = {S4_128: "nibble_f16", S4_32: "nibble_f16", FP4_F16: "nibble_f16", Q8: "int8_dense", S8_64: "int8_dense", S8_128: "int8_dense", GPTQ: "nibble_zp", "MXFP4": "nibble", "MXFP4_RNE": "nibble", "NVF4": "nibble", "NVF4_RTZ": "nibble",
+FAST_KIND = {S4_F32: "nibble_fs", S8_F32: "int8_dense", S4_128: "nibble_fs", S4_32: "nibble_fs", FP4_F16: "nibble_fs", Q8: "int8_dense", S8_64: "int8_dense", S8_128: "int8_dense", GPTQ: "nibble_zp", "MXFP4": "nibble", "MXFP4_RNE": "nibble", "NVF4": "nibble", "NVF4_RTZ": "nibble",
              "Q4KS": "nibble_affine", "I8S24": "int8_sparse24"}
 
 # [out, in]: out not a multiple of the 16-row tile, in not a multiple of the
@@ -56,6 +59,8 @@ SHAPES[S8_128] = SHAPES[GPTQ]
 SHAPES[S4_128] = SHAPES[GPTQ]
 SHAPES[S4_32] = SHAPES["MXFP4"]
 SHAPES[FP4_F16] = SHAPES[S8_64]
+SHAPES[S4_F32] = SHAPES[GPTQ]
+SHAPES[S8_F32] = SHAPES["I8S24"]
 SHAPES["NVF4_RTZ"] = SHAPES["NVF4"]
 
 # Batch shapes: GEMV (1 row, in registers) and GEMM (more) paths.
@@ -90,6 +95,12 @@ def _random_planes(grade, shape, seed=0, regular=True):
     g = torch.Generator().manual_seed(seed)
     planes = [torch.randint(0, 256, (b,), dtype=torch.uint8, generator=g)
               for b in _native(grade).plane_bytes(n * k)]
+    if grade in (S4_F32, S8_F32):
+        # Random binary32 bits reach 1e38: finite weights whose float32 sums overflow where the
+        # float64 comparisons below do not. Scales of either sign up to 2^20 here; _plant_specials
+        # puts in the NaN and infinite ones.
+        v = (torch.rand(planes[1].numel() // 4, generator=g) - 0.5) * 2.0 ** 21
+        planes[1] = v.to(torch.float32).view(torch.uint8).clone()
     if grade == "I8S24" and regular:
         q = n * k // 4
         a = torch.randint(0, 4, (q,), generator=g)
@@ -126,6 +137,9 @@ def _plant_specials(grade, planes):
     elif grade == GPTQ:
         planes[1][0:2] = torch.from_numpy(f16(np.inf))
         planes[1][4:6] = torch.from_numpy(f16(np.nan))
+    elif grade in (S4_F32, S8_F32):
+        planes[1][0:4] = torch.from_numpy(np.array([np.inf], np.float32).view(np.uint8))
+        planes[1][8:12] = torch.from_numpy(np.array([np.nan], np.float32).view(np.uint8))
     elif grade in ("I8S24", Q8, S8_64, S8_128, S4_128, S4_32, FP4_F16):
         planes[1][0:2] = torch.from_numpy(f16(np.inf))
         planes[1][4:6] = torch.from_numpy(f16(np.nan))
@@ -288,7 +302,8 @@ def _assert_within_bound(got, x, w, bias, out_dtype):
     assert bool((got.isnan() == ref.isnan()).all())
 
 
-@pytest.mark.parametrize("grade", ("MXFP4", "NVF4", "Q4KS", "I8S24", Q8, GPTQ, S8_128, S4_128, FP4_F16))
+@pytest.mark.parametrize("grade", ("MXFP4", "NVF4", "Q4KS", "I8S24", Q8, GPTQ, S8_128, S4_128, FP4_F16, S4_F32,
+                                   S8_F32))
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_packed_linear_matches_float64_and_the_reference(isa, grade, dtype):
     for i, shape in enumerate(SHAPES[grade]):
@@ -361,7 +376,8 @@ def test_bf16_pair_path_runs_and_returns_the_reference_bits(grade):
         _C._set_cpu_isa(prev)
 
 
-@pytest.mark.parametrize("grade", ("MXFP4", "NVF4", "Q4KS", "I8S24", Q8, GPTQ, S8_128, S4_128, FP4_F16))
+@pytest.mark.parametrize("grade", ("MXFP4", "NVF4", "Q4KS", "I8S24", Q8, GPTQ, S8_128, S4_128, FP4_F16, S4_F32,
+                                   S8_F32))
 def test_non_finite_weights_and_activations_match_the_reference(isa, grade):
     shape = SHAPES[grade][1]
     planes = _plant_specials(grade, _random_planes(grade, shape, seed=5))
@@ -386,7 +402,8 @@ def test_non_finite_weights_and_activations_match_the_reference(isa, grade):
     assert bool((y.isnan() == ref.isnan()).all())
 
 
-@pytest.mark.parametrize("grade", ("MXFP4", "NVF4", "Q4KS", "I8S24", Q8, GPTQ, S8_128, S4_128, FP4_F16))
+@pytest.mark.parametrize("grade", ("MXFP4", "NVF4", "Q4KS", "I8S24", Q8, GPTQ, S8_128, S4_128, FP4_F16, S4_F32,
+                                   S8_F32))
 def test_results_do_not_depend_on_the_thread_count(isa, grade):
     shape = (200, 512)  # 13 tiles: threads split them unevenly
     planes = _packed(grade, torch.randn(shape))

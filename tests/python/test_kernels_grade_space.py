@@ -42,14 +42,16 @@ def grades(draw):
     esr = draw(st.sampled_from(ESR))
     if kind == "dense8":  # ggml Q8_0's form: dense s8, binary16 per 32, 64 or 128 (any esr decodes alike)
         k0 = draw(st.sampled_from((32, 64, 128)))
-        return "grit1(e=s8,k0=%d,s0=binary16,esr=%s)" % (k0, esr), k0, 0
+        s0 = draw(st.sampled_from(("binary16", "binary32")))
+        return "grit1(e=s8,k0=%d,s0=%s,esr=%s)" % (k0, s0, esr), k0, 0
     if kind == "sparse":
         order = draw(st.sampled_from(("asclsb", "unord")))
         return "grit1(e=s8,k0=32,s0=binary16,sp=2:4:u2:%s,esr=%s)" % (order, esr), 32, 0
     e = draw(st.sampled_from(ELEMS))
-    if kind == "f16":  # compressed-tensors int4's form: 4-bit codes, binary16 scale per group
+    if kind == "f16":  # compressed-tensors int4's form: 4-bit codes, a float scale per group
         k0 = draw(st.sampled_from((32, 64, 128)))
-        return "grit1(e=%s,k0=%d,s0=binary16,esr=%s)" % (e, k0, esr), k0, 0
+        s0 = draw(st.sampled_from(("binary16", "binary32")))
+        return "grit1(e=%s,k0=%d,s0=%s,esr=%s)" % (e, k0, s0, esr), k0, 0
     if kind == "zp":  # GPTQ / AWQ's form: binary16 scale, byte-wide zero point, zps=shared
         k0 = draw(st.sampled_from((32, 64, 128)))
         zp = draw(st.sampled_from(CODES))

@@ -59,19 +59,20 @@ enum class FastKind : int {
   // logical columns. I8S24. Needs every quad to name two distinct
   // positions (what the encoder writes); otherwise the call falls back.
   kInt8Sparse24,
-  // Dense int8 codes, binary16 scale per k0 = 32, 64 or 128 columns, no
-  // level 1, no zero point: ggml Q8_0's grade grit1(e=s8,k0=32,s0=binary16,...)
-  // and S8_G64 / S8_G128. Rows must hold whole groups (else the reference).
+  // Dense int8 codes, binary16 or binary32 scale per k0 = 32, 64 or 128
+  // columns, no level 1, no zero point: ggml Q8_0's grade
+  // grit1(e=s8,k0=32,s0=binary16,...), S8_G64 / S8_G128, compressed-tensors'
+  // int8 groups. Rows must hold whole groups (else the reference).
   kInt8Dense,
   // Dense 4-bit codes, binary16 scale0 and an 8-bit zero-point code per
   // k0 = 32, 64 or 128 columns, zps=shared (S * (e - z)), no level 1: the
   // GPTQ / AWQ grades. Rows must hold whole groups (else the reference).
   kNibbleZp,
-  // Dense 4-bit codes (finite values), binary16 scale0 per k0 = 32, 64 or
-  // 128 columns, no zero point, no level 1: compressed-tensors' int4 group
-  // grade grit1(e=s4,k0=<k>,s0=binary16,...) (S4_G<k>). Factored where the law
-  // factors the grade. Rows must hold whole groups (else the reference).
-  kNibbleF16,
+  // Dense 4-bit codes (finite values), binary16 or binary32 scale0 per
+  // k0 = 32, 64 or 128 columns, no zero point, no level 1: compressed-tensors'
+  // int4 group grade grit1(e=s4,k0=<k>,s0=binary16|binary32,...) (S4_G<k>).
+  // Factored where the law factors the grade. Rows must hold whole groups.
+  kNibbleFs,
 };
 const char* fast_kind_name(FastKind kind);
 
@@ -87,6 +88,7 @@ struct LinearPlan {
   int k0 = 0;
   uint32_t k1 = 0;           // kNibbleAffine: groups per level-1 pair (0: one pair)
   CodeMap s0_map = CodeMap::kTable, zp_map = CodeMap::kTable;
+  int s0_width = 0;          // kInt8Dense, kNibbleFs: 16 (binary16) or 32 (binary32) scales
   uint32_t s0_mask = 0, zp_mask = 0;   // CodeMap::kIntMask: value = float(code & mask)
   // The law's form (grit/linear_law.h): whether the grade's groups may be
   // factored (then group by group, where S * elem_maxabs is finite).

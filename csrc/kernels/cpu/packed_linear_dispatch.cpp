@@ -69,7 +69,7 @@ const char* fast_kind_name(FastKind kind) {
     case FastKind::kInt8Sparse24: return "int8_sparse24";
     case FastKind::kInt8Dense: return "int8_dense";
     case FastKind::kNibbleZp: return "nibble_zp";
-    case FastKind::kNibbleF16: return "nibble_f16";
+    case FastKind::kNibbleFs: return "nibble_fs";
   }
   return "?";
 }
@@ -340,15 +340,16 @@ FastKind fast_kind_of(const Grade& g) {
   if (g.elem == kS8 && g.has_sp && g.sp_n == 2 && g.sp_m == 4 && g.sp_meta_bits == 2 &&
       g.scale0 == kBinary16 && !g.has_l1 && !g.has_zp && g.k0 == 32)
     return FastKind::kInt8Sparse24;
-  if (g.elem == kS8 && !g.has_sp && g.scale0 == kBinary16 && !g.has_l1 && !g.has_zp &&
+  const bool float_scale = g.scale0 == kBinary16 || g.scale0 == kBinary32;
+  if (g.elem == kS8 && !g.has_sp && float_scale && !g.has_l1 && !g.has_zp &&
       (g.k0 == 32 || g.k0 == 64 || g.k0 == 128))
     return FastKind::kInt8Dense;
   if (!g.has_sp && g.has_zp && !g.zp_l1 && !g.has_l1 && g.scale0 == kBinary16 && byte_code(g.zp) &&
       (g.k0 == 32 || g.k0 == 64 || g.k0 == 128) && nibble_elements(g, elem))
     return FastKind::kNibbleZp;
-  if (!g.has_sp && !g.has_zp && !g.has_l1 && g.scale0 == kBinary16 &&
+  if (!g.has_sp && !g.has_zp && !g.has_l1 && float_scale &&
       (g.k0 == 32 || g.k0 == 64 || g.k0 == 128) && nibble_elements(g, elem))
-    return FastKind::kNibbleF16;
+    return FastKind::kNibbleFs;
   return FastKind::kNone;
 }
 
@@ -360,10 +361,13 @@ void make_grade_tables(const Grade& g, LinearPlan* p) {
   switch (p->kind) {
     case FastKind::kNone:
     case FastKind::kInt8Sparse24:
-    case FastKind::kInt8Dense:
       return;
-    case FastKind::kNibbleF16:
+    case FastKind::kInt8Dense:
+      p->s0_width = fmt_width(g.scale0);
+      return;
+    case FastKind::kNibbleFs:
       nibble_elements(g, p->elem);
+      p->s0_width = fmt_width(g.scale0);
       return;
     case FastKind::kNibbleZp:
       nibble_elements(g, p->elem);
@@ -426,7 +430,7 @@ void cached_grade_tables(const Grade& g, LinearPlan* p) {
 }  // namespace
 
 // The decoders' assumptions about the law's form: a factoring kNibble plan
-// has the E8M0 map, kInt8Sparse24 and kInt8Dense always factor, kNibbleF16 takes either form, kNibbleAffine never
+// has the E8M0 map, kInt8Sparse24 and kInt8Dense factor with binary16 scales (not binary32), kNibbleFs takes either form, kNibbleAffine never
 // (zero points). Anything else takes the reference kernel.
 static bool form_supported(const LinearPlan& p) {
   switch (p.kind) {
@@ -434,9 +438,9 @@ static bool form_supported(const LinearPlan& p) {
     case FastKind::kNibble: return !p.factor || p.s0_map == CodeMap::kE8M0;
     case FastKind::kNibbleAffine: return !p.factor;
     case FastKind::kInt8Sparse24: return p.factor;
-    case FastKind::kInt8Dense: return p.factor;
+    case FastKind::kInt8Dense: return p.factor == (p.s0_width == 16);  // binary16 factors, binary32 does not
     case FastKind::kNibbleZp: return !p.factor;
-    case FastKind::kNibbleF16: return true;
+    case FastKind::kNibbleFs: return p.s0_width == 16 || !p.factor;
   }
   return false;
 }
@@ -464,7 +468,7 @@ void make_plan(const PackedWeight& w, LinearPlan* p) {
     p->s0_e4m3_mul = s1;
     p->s0_e4m3 = !p->factor && e4m3_shortcut(p->s0, s1);
   }
-  if ((p->kind == FastKind::kNibbleZp || p->kind == FastKind::kInt8Dense || p->kind == FastKind::kNibbleF16) &&
+  if ((p->kind == FastKind::kNibbleZp || p->kind == FastKind::kInt8Dense || p->kind == FastKind::kNibbleFs) &&
       w.k % p->k0 != 0)
     p->kind = FastKind::kNone;  // groups straddle rows
   if (!form_supported(*p)) p->kind = FastKind::kNone;

@@ -22,7 +22,7 @@ inline bool make_device_plan(const Grade& g, const Plane planes[4], int64_t n, i
     case cpu::FastKind::kNone:
     case cpu::FastKind::kInt8Dense:  // no CUDA decoder yet: the op's reference route
     case cpu::FastKind::kNibbleZp:
-    case cpu::FastKind::kNibbleF16:
+    case cpu::FastKind::kNibbleFs:
       return false;
     case cpu::FastKind::kNibble: d.kind = Kind::kNibble; break;
     case cpu::FastKind::kNibbleAffine: d.kind = Kind::kNibbleAffine; break;

@@ -25,12 +25,16 @@ def _oracle(src, prefix):
     with open(os.path.join(src, "config.json")) as f:
         group = json.load(f)["quantization_config"]["config_groups"]["group_0"]
     sd = load_file(os.path.join(src, "model.safetensors"))
-    leaves = {k: sd["%s.%s" % (prefix, k)] for k in ("weight_packed", "weight_scale", "weight_shape")}
+    leaves = {k: sd["%s.%s" % (prefix, k)] for k in ("weight_packed", "weight_scale", "weight_shape",
+                                                      "weight_zero_point") if "%s.%s" % (prefix, k) in sd}
     return PackedQuantizationCompressor.decompress(leaves, QuantizationScheme.model_validate(group))["weight"]
 
 
-@pytest.mark.parametrize("preset,grade", [("W4A16", "grit1(e=s4,k0=128,s0=binary32,esr=ratiomaxabs)"),
-                                          ("W8A16", "grit1(e=s8,k0=128,s0=binary32,esr=ratiomaxabs)")])
+@pytest.mark.parametrize("preset,grade", [
+    ("W4A16", "grit1(e=s4,k0=128,s0=binary32,esr=ratiomaxabs)"),
+    ("W8A16", "grit1(e=s8,k0=128,s0=binary32,esr=ratiomaxabs)"),
+    ("W4A16_ASYM", "grit1(e=u4,k0=128,s0=binary32,zp=u4,esr=affineminmax)"),
+])
 def test_dequantize_is_the_packages_decompressor_bit_for_bit(tmp_path, preset, grade):
     src = str(tmp_path / "ct")
     W.write_compressed_tensors(src, {"group_0": (preset, ["Linear"])})
@@ -46,6 +50,9 @@ def test_dequantize_is_the_packages_decompressor_bit_for_bit(tmp_path, preset, g
     assert {r["action"] for r in records} == {"packed", "kept", "dropped"}
     with open(tmp_path / "grit" / "config.json") as f:
         assert json.load(f)["quantization_config"]["grade"] == grade
+    from torch_grit.scan import scan_paths
+    report = scan_paths([str(tmp_path / "grit")], deep=True)
+    assert report.exit_code("graded") == 0, [(f.cls, f.message) for f in report.findings]
 
 
 def test_the_cli_dispatches_a_compressed_tensors_folder(tmp_path, capsys):
@@ -55,7 +62,7 @@ def test_the_cli_dispatches_a_compressed_tensors_folder(tmp_path, capsys):
     assert "4 packed" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("preset,match", [("W4A16_ASYM", "asymmetric"), ("W8A8", "activations")])
+@pytest.mark.parametrize("preset,match", [("W8A8", "activations")])
 def test_schemes_grit_cannot_carry_yet_are_exit_4_and_nothing_is_written(tmp_path, capsys, preset, match):
     src = str(tmp_path / "ct")
     W.write_compressed_tensors(src, {"group_0": (preset, ["Linear"])})
@@ -76,3 +83,19 @@ def test_a_weight_shape_that_disagrees_with_the_packed_codes_is_exit_3(tmp_path,
     assert cli_main(["import", src, str(dst)]) == 3
     assert "weight_packed is" in capsys.readouterr().err
     assert not dst.exists()
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+@pytest.mark.parametrize("out_f", [13, 16, 40])
+def test_zero_points_unpack_as_the_packages_packer_packed_them(bits, out_f):
+    from compressed_tensors.compressors.pack_quantized.helpers import pack_to_int32
+
+    from torch_grit.interop.compressed.convert import _zero_points
+
+    g = torch.Generator().manual_seed(out_f + bits)
+    lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    zp = torch.randint(lo, hi + 1, (out_f, 3), generator=g, dtype=torch.int8)  # signed, as the package keeps them
+    packed = pack_to_int32(zp, bits, packed_dim=0)
+    got = _zero_points(packed.numpy(), bits, out_f, 3)
+    want = (zp.to(torch.int32) + (1 << (bits - 1))).to(torch.uint8).reshape(-1).numpy()  # offset binary, [out, groups]
+    assert got.tolist() == want.tolist()

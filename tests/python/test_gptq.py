@@ -168,6 +168,10 @@ def test_a_gptq_or_awq_model_folder_imports_and_loads_with_from_pretrained(tmp_p
     state = tg.load(dst, verify="digest")
     for name, w in ref.items():
         assert np.array_equal(_bits(state[name].dequantize()), _bits(w)), name
+    # The scanner knows the (non-registry) grades from the recorded canonical strings.
+    from torch_grit.scan import scan_paths
+    report = scan_paths([dst], deep=True)
+    assert report.exit_code("graded") == 0, [(f.cls, f.message) for f in report.findings]
     model = AutoModelForCausalLM.from_pretrained(dst).eval()
     want = AutoModelForCausalLM.from_pretrained(src).eval()
     want.load_state_dict({**want.state_dict(), **ref})

@@ -46,16 +46,25 @@ def parse_hex(text):
     return raw
 
 
-def judge(report, rec, raw, container_bytes, where_source, shape=None):
+def judge(report, rec, raw, container_bytes, where_source, shape=None, grade_text=None):
     """Attach a declared descriptor to ``rec`` and report what the core says.
 
     ``shape``: the shape the descriptor describes, when the container lists
     it otherwise than ``rec.shape`` (GGUF: ggml's order, ne0 first, as
-    grit-scan reads it). Returns the expected plane lengths (for --deep) or None.
+    grit-scan reads it). ``grade_text``: the canonical grade string the writer
+    recorded beside it (torch_grit's metadata), which names a grade outside
+    the registry; the descriptor's grade_id must still be that string's id.
+    Returns the expected plane lengths (for --deep) or None.
     """
     path, name = rec.path, rec.name
     shape = tuple(rec.shape if shape is None else shape)
-    desc = Descriptor.from_bytes(raw, shape)
+    grade = None
+    if isinstance(grade_text, str):
+        try:
+            grade = _parse_cached(grade_text)
+        except (GradeError, TypeError):
+            grade = None  # then the registry decides, as without a record
+    desc = Descriptor.from_bytes(raw, shape, grade=grade)
     if desc.grade is None and known_grade(desc.grade_id) is not None:
         desc = Descriptor.from_bytes(raw, shape, grade=known_grade(desc.grade_id))
     rec.desc, rec.source = desc, "declared"

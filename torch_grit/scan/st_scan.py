@@ -85,7 +85,9 @@ def scan_safetensors(path, report, deep_plan):
         if name in entries:                          # grit-datatype's single-entry form
             e = entries[name]
             claimed.add(name)
-            expected = judge(report, records[name], raw, e.nbytes, "safetensors __grit__")
+            record = ours.get(name) if isinstance(ours.get(name), dict) else {}
+            expected = judge(report, records[name], raw, e.nbytes, "safetensors __grit__",
+                             grade_text=record.get("grade"))
             if deep_plan is not None and expected is not None and e.end <= span:
                 deep_plan.append(("declared", records[name], [(h.data_start + e.begin, e.nbytes)], (expected, None)))
             continue

@@ -8,10 +8,14 @@ weights: ``weight_packed`` int32 [out, ceil(in*b/32)], each row's codes dense fr
 It decodes ``x = scale * q``. GRIT names that ``grit1(e=s<b>,k0=<group>,s0=...,esr=ratiomaxabs)``
 with q a two's-complement code: code(q) = stored XOR 2^(b-1), the bytes otherwise as they are.
 
-Imported: 4- and 8-bit symmetric weights, group or channel strategy, float16 or float32 scales.
-Refused with the reason, nothing written: config groups that quantize activations too (W8A8:
-the weights alone would not compute what the model does), asymmetric weights (zero points packed along the output
-axis; not yet), the "tensor" strategy (one scale for the whole tensor: v1's level-0 groups run
+Asymmetric weights add ``weight_zero_point`` int32 [ceil(out*b/32), in/group], each column's
+zero points dense from bit 0 along the output axis, offset binary like the codes; they decode
+``x = scale * (q - zp)``. GRIT names that ``grit1(e=u<b>,k0=<group>,s0=...,zp=u<b>,esr=affineminmax)``
+with the stored codes and zero points as they are (both offset by 2^(b-1), so e - z = q - zp).
+
+Imported: 4- and 8-bit weights, symmetric or asymmetric, group or channel strategy, float16 or
+float32 scales. Refused with the reason, nothing written: config groups that quantize activations
+too (W8A8: the weights alone would not compute what the model does), the "tensor" strategy (one scale for the whole tensor: v1's level-0 groups run
 along one axis), bfloat16 scales (not in GRIT v1's format ladder), other formats and bit widths.
 """
 
@@ -85,9 +89,16 @@ def _plan(source, prefix, leaves, args, path, where):
     if args.get("type", "int") != "int" or bits not in (4, 8):
         raise CheckpointError("%s-bit %s weights: torch_grit imports 4- and 8-bit integer pack-quantized layers"
                               % (bits, args.get("type")), path, where, field="num_bits", found=bits)
-    if args.get("symmetric", True) is not True or "weight_zero_point" in leaves:
-        raise CheckpointError("asymmetric weights (weight_zero_point, packed along the output axis) are not "
-                              "imported yet", path, where, field="symmetric")
+    symmetric = args.get("symmetric", True)
+    if symmetric not in (True, False):
+        raise CheckpointError("symmetric is %r; expected true or false" % (symmetric,), path, where,
+                              field="symmetric", found=symmetric)
+    if symmetric and "weight_zero_point" in leaves:
+        raise CheckpointError("a symmetric layer with a weight_zero_point beside it", path, where,
+                              field="weight_zero_point")
+    if not symmetric and "weight_zero_point" not in leaves:
+        raise CheckpointError("an asymmetric layer without its weight_zero_point", path, where,
+                              field="weight_zero_point")
     if strategy not in ("group", "channel"):
         raise CheckpointError("strategy %r: one scale for the whole tensor is no v1 grade (level-0 groups run "
                               "along one axis)" % (strategy,), path, where, field="strategy", found=strategy)
@@ -118,18 +129,47 @@ def _plan(source, prefix, leaves, args, path, where):
                               % (list(sc.shape), strategy, args.get("group_size"), out_f, in_f, out_f,
                                  in_f // k0 if isinstance(k0, int) and k0 > 0 else "?"),
                               path, prefix + ".weight_scale", field="weight_scale", found=list(sc.shape))
+    groups = in_f // k0
+    if not symmetric:
+        zp = leaves["weight_zero_point"][1]
+        zp_words = -(-out_f * bits // 32)
+        if zp.dtype != "I32" or list(zp.shape) != [zp_words, groups]:
+            raise CheckpointError("weight_zero_point is %s %s; %d-bit zero points of [%d, %d] packed along the "
+                                  "output axis need int32 [%d, %d]" % (zp.dtype, list(zp.shape), bits, out_f, groups,
+                                                                       zp_words, groups),
+                                  path, prefix + ".weight_zero_point", field="weight_zero_point",
+                                  expected=[zp_words, groups], found=list(zp.shape))
+    # Symmetric: two's-complement codes, x = S * q. Asymmetric: the stored offset-binary codes
+    # as unsigned elements and zero points, x = S * (e - z) with e - z = q - zp exactly.
+    text = ("grit1(e=s%d,k0=%d,s0=%s,esr=ratiomaxabs)" % (bits, k0, s0) if symmetric else
+            "grit1(e=u%d,k0=%d,s0=%s,zp=u%d,esr=affineminmax)" % (bits, k0, s0, bits))
     try:
-        grade = Grade.parse("grit1(e=s%d,k0=%d,s0=%s,esr=ratiomaxabs)" % (bits, k0, s0))
+        grade = Grade.parse(text)
     except GradeError as e:
         raise CheckpointError("the layer's grade: %s" % e, path, where, field="grade") from None
-    offset = np.uint8(1 << (bits - 1)) if bits == 8 else np.uint8(0x88)
+    offset = np.uint8(0) if not symmetric else (np.uint8(1 << (bits - 1)) if bits == 8 else np.uint8(0x88))
     row_bytes = in_f * bits // 8
 
     def convert(a):
         rows = np.ascontiguousarray(a["weight_packed"]).view(np.uint8).reshape(out_f, -1)[:, :row_bytes]
         data = (rows ^ offset).reshape(-1)
         scale = np.ascontiguousarray(a["weight_scale"]).view(np.uint8).reshape(-1)
-        return [data, scale, np.zeros(0, np.uint8), np.zeros(0, np.uint8)]
+        zps = np.zeros(0, np.uint8)
+        if not symmetric:
+            zps = _zero_points(a["weight_zero_point"], bits, out_f, groups)
+        return [data, scale, np.zeros(0, np.uint8), zps]
 
-    return LayerPlan(prefix, {k: leaves[k] for k in ("weight_packed", "weight_scale", "weight_shape")},
+    names = ("weight_packed", "weight_scale", "weight_shape") + (() if symmetric else ("weight_zero_point",))
+    return LayerPlan(prefix, {k: leaves[k] for k in names},
                      (out_f, in_f), grade, source.dtype or SCALE_DTYPES[sc.dtype], convert, drop=("weight_shape",))
+
+
+def _zero_points(packed, bits, out_f, groups):
+    """weight_zero_point (int32 [ceil(out*b/32), groups], each column's out codes dense from bit 0,
+    offset binary) -> GRIT's zero-point plane: one byte per group, row-major [out, groups]."""
+    cols = np.ascontiguousarray(np.asarray(packed).T).view(np.uint8).reshape(groups, -1)  # [groups, bytes]
+    if bits == 8:
+        codes = cols[:, :out_f]
+    else:
+        codes = np.stack([cols & 0x0F, cols >> 4], axis=-1).reshape(groups, -1)[:, :out_f]
+    return np.ascontiguousarray(codes.T).reshape(-1).astype(np.uint8)

@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from torch_grit import _C, ops
-from test_kernels_cpu import FP4_F16, GPTQ, Q8, S4_128, S4_F32, S8_128, S8_F32, SHAPES, _random_planes, _reference_weight
+from test_kernels_cpu import FP4_F16, GPTQ, Q8, S4_128, S4_CH, S4_F32, S8_128, S8_CH, S8_F32, SHAPES, _random_planes, _reference_weight
 
 ISAS = tuple(_C.cpu_isas_supported())
-GRADES = ("MXFP4", "NVF4", "Q4KS", "I8S24", "MXFP4_RNE", "NVF4_RTZ", Q8, GPTQ, S8_128, S4_128, FP4_F16, S4_F32, S8_F32,
+GRADES = ("MXFP4", "NVF4", "Q4KS", "I8S24", "MXFP4_RNE", "NVF4_RTZ", Q8, GPTQ, S8_128, S4_128, FP4_F16, S4_F32, S8_F32, S8_CH, S4_CH,
           "grit1(e=e4m3,k0=32,s0=e8m0,esr=exp2floormaxabs)")  # the last has no fast decoder
 
 
@@ -47,7 +47,8 @@ def test_every_variant_gives_the_ordered_sum(isa, grade):
     shapes = SHAPES.get(grade, ((20, 64), (70, 96)))
     # 600 rows of 64 columns: a block of 512 decoded rows and a short one (blocks hold up to 512
     # rows, fewer as rows get longer, at least 64).
-    for i, shape in enumerate(shapes + ((600, 128 if grade in (GPTQ, S8_128, S4_128, S4_F32) else 64),)):
+    wide = {S8_CH: 160, S4_CH: 512}.get(grade, 128 if grade in (GPTQ, S8_128, S4_128, S4_F32) else 64)
+    for i, shape in enumerate(shapes + ((600, wide),)):
         planes = _random_planes(grade, shape, seed=i) if grade.startswith("grit1") else \
             ops.quantize(torch.randn(shape, generator=torch.Generator().manual_seed(i)), grade)
         w = _reference_weight(grade, planes, shape)

@@ -37,10 +37,14 @@ S4_32 = "grit1(e=s4,k0=32,s0=binary16,esr=ratiomaxabs)"
 FP4_F16 = "grit1(e=e2m1,k0=64,s0=binary16,esr=ratiomaxabs)"
 S4_F32 = "grit1(e=s4,k0=128,s0=binary32,esr=ratiomaxabs)"
 S8_F32 = "grit1(e=s8,k0=32,s0=binary32,esr=ratiomaxabs)"
+# One group per row (the per-channel grades S8_CHANNEL / S4_CHANNEL at in_features 160 and 512): the
+# fast decoders take k0 = in > 128; batches of 2 and more run the GEMV row by row (the same law).
+S8_CH = "grit1(e=s8,k0=160,s0=binary32,esr=ratiomaxabs)"
+S4_CH = "grit1(e=s4,k0=512,s0=binary16,esr=ratiomaxabs)"
 GRADES = ("MXFP4", "NVF4", "Q4KS", "I8S24", "MXFP4_RNE", "NVF4_RTZ", Q8, GPTQ, S8_64, S8_128, S4_128, S4_32,
-          FP4_F16, S4_F32, S8_F32)
+          FP4_F16, S4_F32, S8_F32, S8_CH, S4_CH)
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
-FAST_KIND = {S4_F32: "nibble_fs", S8_F32: "int8_dense", S4_128: "nibble_fs", S4_32: "nibble_fs", FP4_F16: "nibble_fs", Q8: "int8_dense", S8_64: "int8_dense", S8_128: "int8_dense", GPTQ: "nibble_zp", "MXFP4": "nibble", "MXFP4_RNE": "nibble", "NVF4": "nibble", "NVF4_RTZ": "nibble",
+FAST_KIND = {S8_CH: "int8_dense", S4_CH: "nibble_fs", S4_F32: "nibble_fs", S8_F32: "int8_dense", S4_128: "nibble_fs", S4_32: "nibble_fs", FP4_F16: "nibble_fs", Q8: "int8_dense", S8_64: "int8_dense", S8_128: "int8_dense", GPTQ: "nibble_zp", "MXFP4": "nibble", "MXFP4_RNE": "nibble", "NVF4": "nibble", "NVF4_RTZ": "nibble",
              "Q4KS": "nibble_affine", "I8S24": "int8_sparse24"}
 
 # [out, in]: out not a multiple of the 16-row tile, in not a multiple of the
@@ -61,6 +65,8 @@ SHAPES[S4_32] = SHAPES["MXFP4"]
 SHAPES[FP4_F16] = SHAPES[S8_64]
 SHAPES[S4_F32] = SHAPES[GPTQ]
 SHAPES[S8_F32] = SHAPES["I8S24"]
+SHAPES[S8_CH] = ((17, 160), (40, 160), (33, 160))
+SHAPES[S4_CH] = ((17, 512), (40, 512), (33, 512))
 SHAPES["NVF4_RTZ"] = SHAPES["NVF4"]
 
 # Batch shapes: GEMV (1 row, in registers) and GEMM (more) paths.
@@ -95,7 +101,7 @@ def _random_planes(grade, shape, seed=0, regular=True):
     g = torch.Generator().manual_seed(seed)
     planes = [torch.randint(0, 256, (b,), dtype=torch.uint8, generator=g)
               for b in _native(grade).plane_bytes(n * k)]
-    if grade in (S4_F32, S8_F32):
+    if grade in (S4_F32, S8_F32, S8_CH):
         # Random binary32 bits reach 1e38: finite weights whose float32 sums overflow where the
         # float64 comparisons below do not. Scales of either sign up to 2^20 here; _plant_specials
         # puts in the NaN and infinite ones.
@@ -137,10 +143,10 @@ def _plant_specials(grade, planes):
     elif grade == GPTQ:
         planes[1][0:2] = torch.from_numpy(f16(np.inf))
         planes[1][4:6] = torch.from_numpy(f16(np.nan))
-    elif grade in (S4_F32, S8_F32):
+    elif grade in (S4_F32, S8_F32, S8_CH):
         planes[1][0:4] = torch.from_numpy(np.array([np.inf], np.float32).view(np.uint8))
         planes[1][8:12] = torch.from_numpy(np.array([np.nan], np.float32).view(np.uint8))
-    elif grade in ("I8S24", Q8, S8_64, S8_128, S4_128, S4_32, FP4_F16):
+    elif grade in ("I8S24", Q8, S8_64, S8_128, S4_128, S4_32, FP4_F16, S4_CH):
         planes[1][0:2] = torch.from_numpy(f16(np.inf))
         planes[1][4:6] = torch.from_numpy(f16(np.nan))
     return planes
@@ -377,7 +383,7 @@ def test_bf16_pair_path_runs_and_returns_the_reference_bits(grade):
 
 
 @pytest.mark.parametrize("grade", ("MXFP4", "NVF4", "Q4KS", "I8S24", Q8, GPTQ, S8_128, S4_128, FP4_F16, S4_F32,
-                                   S8_F32))
+                                   S8_F32, S8_CH, S4_CH))
 def test_non_finite_weights_and_activations_match_the_reference(isa, grade):
     shape = SHAPES[grade][1]
     planes = _plant_specials(grade, _random_planes(grade, shape, seed=5))
@@ -403,7 +409,7 @@ def test_non_finite_weights_and_activations_match_the_reference(isa, grade):
 
 
 @pytest.mark.parametrize("grade", ("MXFP4", "NVF4", "Q4KS", "I8S24", Q8, GPTQ, S8_128, S4_128, FP4_F16, S4_F32,
-                                   S8_F32))
+                                   S8_F32, S4_CH))
 def test_results_do_not_depend_on_the_thread_count(isa, grade):
     shape = (200, 512)  # 13 tiles: threads split them unevenly
     planes = _packed(grade, torch.randn(shape))

@@ -60,7 +60,7 @@ enum class FastKind : int {
   // positions (what the encoder writes); otherwise the call falls back.
   kInt8Sparse24,
   // Dense int8 codes, binary16 or binary32 scale per k0 = 32, 64 or 128
-  // columns, no level 1, no zero point: ggml Q8_0's grade
+  // columns or per row (k0 = k, a multiple of 32: the per-channel grades), no level 1, no zero point: ggml Q8_0's grade
   // grit1(e=s8,k0=32,s0=binary16,...), S8_G64 / S8_G128, compressed-tensors'
   // int8 groups. Rows must hold whole groups (else the reference).
   kInt8Dense,
@@ -69,7 +69,7 @@ enum class FastKind : int {
   // GPTQ / AWQ grades. Rows must hold whole groups (else the reference).
   kNibbleZp,
   // Dense 4-bit codes (finite values), binary16 or binary32 scale0 per
-  // k0 = 32, 64 or 128 columns, no zero point, no level 1: compressed-tensors'
+  // k0 = 32, 64 or 128 columns or per row (k0 = k, a multiple of 32), no zero point, no level 1: compressed-tensors'
   // int4 group grade grit1(e=s4,k0=<k>,s0=binary16|binary32,...) (S4_G<k>).
   // Factored where the law factors the grade. Rows must hold whole groups.
   kNibbleFs,

@@ -341,14 +341,15 @@ FastKind fast_kind_of(const Grade& g) {
       g.scale0 == kBinary16 && !g.has_l1 && !g.has_zp && g.k0 == 32)
     return FastKind::kInt8Sparse24;
   const bool float_scale = g.scale0 == kBinary16 || g.scale0 == kBinary32;
-  if (g.elem == kS8 && !g.has_sp && float_scale && !g.has_l1 && !g.has_zp &&
-      (g.k0 == 32 || g.k0 == 64 || g.k0 == 128))
+  // Groups of 32, 64 or 128, or one group per row (k0 > 128, a multiple of 32:
+  // make_plan asks k0 == k).
+  const bool float_groups = g.k0 == 32 || g.k0 == 64 || g.k0 == 128 || (g.k0 > 128 && g.k0 % 32 == 0);
+  if (g.elem == kS8 && !g.has_sp && float_scale && !g.has_l1 && !g.has_zp && float_groups)
     return FastKind::kInt8Dense;
   if (!g.has_sp && g.has_zp && !g.zp_l1 && !g.has_l1 && g.scale0 == kBinary16 && byte_code(g.zp) &&
       (g.k0 == 32 || g.k0 == 64 || g.k0 == 128) && nibble_elements(g, elem))
     return FastKind::kNibbleZp;
-  if (!g.has_sp && !g.has_zp && !g.has_l1 && float_scale &&
-      (g.k0 == 32 || g.k0 == 64 || g.k0 == 128) && nibble_elements(g, elem))
+  if (!g.has_sp && !g.has_zp && !g.has_l1 && float_scale && float_groups && nibble_elements(g, elem))
     return FastKind::kNibbleFs;
   return FastKind::kNone;
 }
@@ -471,6 +472,8 @@ void make_plan(const PackedWeight& w, LinearPlan* p) {
   if ((p->kind == FastKind::kNibbleZp || p->kind == FastKind::kInt8Dense || p->kind == FastKind::kNibbleFs) &&
       w.k % p->k0 != 0)
     p->kind = FastKind::kNone;  // groups straddle rows
+  if ((p->kind == FastKind::kInt8Dense || p->kind == FastKind::kNibbleFs) && p->k0 > 128 && p->k0 != w.k)
+    p->kind = FastKind::kNone;  // groups wider than a super-block: one per row only
   if (!form_supported(*p)) p->kind = FastKind::kNone;
 }
 

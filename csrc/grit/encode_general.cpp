@@ -25,7 +25,7 @@ std::string fmt_str(fmt_t f) {
   return n ? n : "an unregistered format";
 }
 
-Status refuse(const Grade&, const std::string& why) { return Status::Fail(Error::kInexpressible, why); }
+Status refuse(const std::string& why) { return Status::Fail(Error::kInexpressible, why); }
 
 // The element grid the encoder rounds onto.
 struct ElemGrid {
@@ -128,61 +128,61 @@ struct Plan {
 };
 
 Status make_plan(const Grade& g, Plan* p) {
-  if (g.has_sp) return refuse(g, "sparse grades encode only in the I8S24 family (2:4, s8, binary16 per 32)");
+  if (g.has_sp) return refuse("sparse grades encode only in the I8S24 family (2:4, s8, binary16 per 32)");
   if (g.has_l1)
-    return refuse(g, "two-level grades encode only in the Q4KS and NVF4 families; a general "
+    return refuse("two-level grades encode only in the Q4KS and NVF4 families; a general "
                      "two-level esr reading is not defined");
   const std::string& esr = g.esr();
   if (!rule_of(esr, &p->rule))
-    return refuse(g, "esr=" + esr + " names no rule GRIT v1 states (exp2floormaxabs, exp2ceilmaxabs, "
+    return refuse("esr=" + esr + " names no rule GRIT v1 states (exp2floormaxabs, exp2ceilmaxabs, "
                      "exp2rnemaxabs, ratiomaxabs, affineminmax)");
-  if (!rounding_of(g.er(), &p->er)) return refuse(g, "er=" + g.er() + " is not a rounding the encoder knows");
+  if (!rounding_of(g.er(), &p->er)) return refuse("er=" + g.er() + " is not a rounding the encoder knows");
   if (g.field[kKeyEs] != "satfinite")
-    return refuse(g, "es=" + g.field[kKeyEs] + ": the encoders saturate to the largest finite value (es=satfinite)");
+    return refuse("es=" + g.field[kKeyEs] + ": the encoders saturate to the largest finite value (es=satfinite)");
   if (g.field[kKeyEsn] == "ftz")
-    return refuse(g, "esn=ftz: the encoders keep subnormal results (esn=preserve or any)");
+    return refuse("esn=ftz: the encoders keep subnormal results (esn=preserve or any)");
   const FmtInfo e = fmt_unpack(g.elem);
   if (e.width > 8 || e.is_exponent_only())
-    return refuse(g, "element format " + fmt_str(g.elem) +
+    return refuse("element format " + fmt_str(g.elem) +
                          ": the encoder takes integer or minifloat elements of at most 8 bits");
   p->grid = elem_grid(g.elem);
   const FmtInfo s = fmt_unpack(g.scale0);
   if (fmt_decode(g.scale0, scale_code(g.scale0, 1.0f)) != 1.0f)
-    return refuse(g, "s0=" + fmt_str(g.scale0) + " cannot hold the scale 1 an all-zero group takes");
+    return refuse("s0=" + fmt_str(g.scale0) + " cannot hold the scale 1 an all-zero group takes");
   if (s.is_integer() && !s.is_unsigned)
-    return refuse(g, "s0=" + fmt_str(g.scale0) + ": a signed integer scale; scales are positive");
+    return refuse("s0=" + fmt_str(g.scale0) + ": a signed integer scale; scales are positive");
   const bool exp2 = p->rule != Rule::kRatio && p->rule != Rule::kAffine;
   if (p->rule == Rule::kAffine && !g.has_zp)
-    return refuse(g, "esr=affineminmax needs a zero point (zp=...): without one the range cannot move");
+    return refuse("esr=affineminmax needs a zero point (zp=...): without one the range cannot move");
   if (g.has_zp) {
     if (exp2)
-      return refuse(g, "esr=" + esr + " with a zero point: the exp2 rules are stated for symmetric grades; "
+      return refuse("esr=" + esr + " with a zero point: the exp2 rules are stated for symmetric grades; "
                                       "a zero-point grade encodes under esr=affineminmax or ratiomaxabs");
     if (!e.is_integer())
-      return refuse(g, "esr=" + esr + " with a zero point and element format " + fmt_str(g.elem) +
+      return refuse("esr=" + esr + " with a zero point and element format " + fmt_str(g.elem) +
                            ": the zero-point readings need integer elements");
     const FmtInfo z = fmt_unpack(g.zp);
     if (!z.is_integer())
-      return refuse(g, "zp=" + fmt_str(g.zp) + ": the zero-point readings need an integer zero point");
+      return refuse("zp=" + fmt_str(g.zp) + ": the zero-point readings need an integer zero point");
     const ElemGrid zg = elem_grid(g.zp);
     const int64_t off = g.zp_minus1 ? 1 : 0;
     p->z_lo = std::max(p->grid.qmin, zg.qmin + off);
     p->z_hi = std::min(p->grid.qmax, zg.qmax + off);
     if (p->z_lo > p->z_hi)
-      return refuse(g, "zp=" + fmt_str(g.zp) + " holds no zero point inside the element range");
+      return refuse("zp=" + fmt_str(g.zp) + " holds no zero point inside the element range");
     if (p->rule == Rule::kRatio) {
       // GPTQ's symmetric rule: the zero point is the grid's middle, floor((qmin + qmax + 1) / 2).
       const int64_t sum = p->grid.qmin + p->grid.qmax + 1;
       p->z_mid = sum >= 0 ? sum / 2 : -((-sum + 1) / 2);
       if (p->z_mid < p->z_lo || p->z_mid > p->z_hi)
-        return refuse(g, "zp=" + fmt_str(g.zp) + " cannot hold the middle zero point " +
+        return refuse("zp=" + fmt_str(g.zp) + " cannot hold the middle zero point " +
                              std::to_string(p->z_mid) + " esr=ratiomaxabs takes");
     }
   }
   if (exp2) {
     pow2_range(g.scale0, &p->pow2_lo, &p->pow2_hi);
     if (p->pow2_lo > p->pow2_hi)
-      return refuse(g, "s0=" + fmt_str(g.scale0) + " holds no power of two for esr=" + esr);
+      return refuse("s0=" + fmt_str(g.scale0) + " holds no power of two for esr=" + esr);
   }
   return Status::Ok();
 }
@@ -229,6 +229,7 @@ Status encode_general(const Grade& g, const float* v, uint64_t n, EncodedPlanes*
       continue;
     }
     uint32_t sc;
+    float lo = 0.0f;  // affineminmax: the range's low end, for the zero point below
     if (P.rule == Rule::kAffine) {
       // Python's min/max keep the first of equal values; zero is forced into the range.
       float mn = x[0], mx = x[0];
@@ -236,7 +237,8 @@ Status encode_general(const Grade& g, const float* v, uint64_t n, EncodedPlanes*
         if (x[i] < mn) mn = x[i];
         if (x[i] > mx) mx = x[i];
       }
-      const float lo = mn < 0.0f ? mn : 0.0f, hi = mx > 0.0f ? mx : 0.0f;
+      lo = mn < 0.0f ? mn : 0.0f;
+      const float hi = mx > 0.0f ? mx : 0.0f;
       const float steps = static_cast<float>(P.grid.qmax - P.grid.qmin);
       sc = hi == lo ? scale_code(g.scale0, one) : scale_code(g.scale0, (hi - lo) / steps);
     } else {
@@ -264,10 +266,6 @@ Status encode_general(const Grade& g, const float* v, uint64_t n, EncodedPlanes*
     if (g.has_zp) {
       int64_t z = P.z_mid;
       if (P.rule == Rule::kAffine) {
-        float mn = x[0];
-        for (uint64_t i = 1; i < k0; ++i)
-          if (x[i] < mn) mn = x[i];
-        const float lo = mn < 0.0f ? mn : 0.0f;
         const float t0 = -lo / S;
         if (!std::isfinite(t0))
           return Status::Fail(Error::kBadValue, "group " + std::to_string(grp) +

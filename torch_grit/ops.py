@@ -115,6 +115,32 @@ def packed_linear(x: Tensor, planes: Planes, grade: GradeLike, shape: Sequence[i
                                                 _shape(shape), bias)
 
 
+def packed_linear_s8(x: Tensor, planes: Planes, grade: GradeLike, shape: Sequence[int],
+                     bias: Optional[Tensor] = None) -> Tensor:
+    """``y = x @ W.T + bias`` with ``x`` packed to int8 blocks: the s8 activation law.
+
+    Each row of ``x`` is packed per block of ``kb`` values (the grade's
+    ``k0``, or 256/128/... of a wider group) by :func:`pack_activations`'s
+    rule; each block's integer dot product with the weight's integer codes
+    is scaled once by ``f32(activation scale * weight group scale)`` and
+    summed in float32 in block order (csrc/grit/s8_linear.h). ``y`` has
+    ``x``'s dtype; the same bits for every thread count, CPU kernel variant
+    and batch composition. Non-finite ``x`` is refused. Differentiable in
+    ``x`` (straight through: the float packed weight's transpose) and
+    ``bias``. Grades whose elements are not small integers times a power of
+    two (e4m3 elements, ...) are refused with the reason. CPU only.
+    """
+    return torch.ops.grit.packed_linear_s8.default(x, *_planes4(planes), _grade_str(grade),
+                                                   _shape(shape), bias)
+
+
+def s8_block(grade: GradeLike) -> int:
+    """The activation block ``kb`` the s8 law packs ``x`` with under ``grade``
+    (ValueError naming the reason for a grade without an s8 law)."""
+    from .contract.codec import s8_law
+    return s8_law(_grade_str(grade))["kb"]
+
+
 def _exact_block(grade: GradeLike) -> int:
     """The activation block of the exact mode: the grade's k0 (1 for a name
     that is not a GRIT grade; packed_linear_exact then refuses it with the reason)."""
@@ -277,7 +303,7 @@ def _check_fake(data, scale0, scale1, aux, grade, shape):
 # ---------------------------------------------------------------------------
 # The exact integer mode: fakes (its refusal to differentiate is in autograd.cpp).
 
-__all__ += ["pack_activations", "packed_linear_exact"]
+__all__ += ["pack_activations", "packed_linear_exact", "packed_linear_s8", "s8_block"]
 
 
 @torch.library.register_fake("grit::pack_activations")
@@ -352,6 +378,15 @@ def packed_linear_grad_input_tiled(grad_y: Tensor, tiled: Planes, grade: GradeLi
 def _tiled_bytes(rows, row_bytes):
     """tiled_plane_bytes of nibble_tiles.h: 16-row tiles, rows padded to 16 bytes."""
     return ((rows + 15) // 16) * 4 * ((row_bytes + 15) // 16) * 64
+
+
+@torch.library.register_fake("grit::packed_linear_s8")
+def _packed_linear_s8_fake(x, data, scale0, scale1, aux, grade, shape, bias):
+    _check_one_device("grit::packed_linear_s8", "argument 'x'", x, (data, scale0, scale1, aux), bias)
+    torch._check(len(shape) == 2, lambda: "grit::packed_linear_s8: shape must be [out, in], found %s" % (shape,))
+    torch._check(x.shape[-1] == shape[1],
+                 lambda: "grit::packed_linear_s8: x has %s in-features, the weight %s" % (x.shape[-1], shape[1]))
+    return x.new_empty((*x.shape[:-1], shape[0]))
 
 
 @torch.library.register_fake("grit::tile_nibbles")

@@ -285,6 +285,41 @@ Status decode_factors_range(const Grade& g, const Plane planes[4], uint64_t nume
   return Status::Ok();
 }
 
+Status decode_terms_range(const Grade& g, const Plane planes[4], uint64_t numel, uint64_t begin,
+                          uint64_t end, uint64_t* stored_io, float* e, float* S, float* z, float* Z) {
+  uint64_t want[4];
+  const Status st = check_range(g, planes, numel, begin, end, *stored_io, want);
+  if (!st.ok()) return st;
+  if (begin % g.k0 != 0 || end % g.k0 != 0)
+    return Status::Fail(Error::kOutOfRange, "a terms decode range [" + std::to_string(begin) + ", " +
+                                                std::to_string(end) + ") covers whole groups of k0=" +
+                                                std::to_string(g.k0));
+  const Readers rd(g, planes);
+  CodeWalk codes{g, planes, rd.elem, want[0], *stored_io};
+  for (uint64_t i = begin; i < end; ++i) {
+    if (i % g.k0 == 0) {
+      const uint64_t g0 = i / g.k0, at = (i - begin) / g.k0;
+      uint64_t g1 = 0;
+      S[at] = group_scale(g, rd, g0, &g1);
+      z[at] = 0.0f;
+      Z[at] = 0.0f;
+      if (g.has_zp) {
+        const float zv = group_zero(g, rd, g0);
+        if (g.zp_l1)
+          Z[at] = group_offset(g, rd, g1, zv);
+        else
+          z[at] = zv;
+      }
+    }
+    uint32_t code = 0;
+    const CodeWalk::Step step = codes.next(i, &code);
+    if (step == CodeWalk::kPastEnd) return CodeWalk::past_end();
+    e[i - begin] = step == CodeWalk::kPruned ? 0.0f : fmt_decode(g.elem, code);
+  }
+  *stored_io = codes.stored;
+  return Status::Ok();
+}
+
 Status decode_bounds(const Grade& g, const Plane planes[4], uint64_t numel, float* lo, float* hi) {
   uint64_t c0 = 0, c1 = 0;
   Status st = decode_impl(g, planes, numel, 0, numel, &c0, extreme_code(g.elem, false), lo);

@@ -61,6 +61,16 @@ Status decode_bounds(const Grade& g, const Plane planes[4], uint64_t numel, floa
 Status decode_factors_range(const Grade& g, const Plane planes[4], uint64_t numel, uint64_t begin,
                             uint64_t end, uint64_t* stored, float* e, float* S);
 
+// The elements as the s8 activation law takes them (s8_linear.h), per
+// k0-group: e = the element's value (a pruned sparse position +0.0), S = the
+// group's scale as the decode computes it, z = its zero point under
+// zps=shared (0 otherwise) and Z = its level-1 offset under zps=l1 (0
+// otherwise), so the decode is f32(S*e), f32(S*f32(e - z)) or
+// f32(f32(S*e) - Z). [begin, end) must be whole groups (and whole quads).
+// Same checks and cursor as decode_range().
+Status decode_terms_range(const Grade& g, const Plane planes[4], uint64_t numel, uint64_t begin,
+                          uint64_t end, uint64_t* stored, float* e, float* S, float* z, float* Z);
+
 // The data-plane cursor of a sparse grade at a quad-aligned stream index.
 uint64_t sparse_cursor(const Grade& g, const Plane planes[4], uint64_t index);
 

@@ -8,6 +8,9 @@
 //   packed_linear_tiled:      as packed_linear, with packed_linear_grad_input_tiled
 //                             (W decoded from the tiles, never untiled first)
 //   packed_linear_grad_input_tiled: packed_linear_tiled(grad_grad_x, W)
+//   packed_linear_s8:         the straight-through estimator: grad_x =
+//                             packed_linear_grad_input(grad_y, W) (the packing's
+//                             rounding taken as the identity), grad_bias as above
 //   pack_activations, packed_linear_exact: no gradient (the exact mode is for
 //                             inference); backward refuses with a message.
 // A call where nothing needs a gradient (inference, torch.no_grad, frozen x)
@@ -156,6 +159,46 @@ struct ExactFn : public torch::autograd::Function<ExactFn> {
   static variable_list backward(AutogradContext*, variable_list) { no_gradient("grit::packed_linear_exact"); }
 };
 
+const c10::TypedOperatorHandle<LinearSig>& s8_linear_op() {
+  static const auto op = handle<LinearSig>("grit::packed_linear_s8");
+  return op;
+}
+
+struct S8Fn : public torch::autograd::Function<S8Fn> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& data,
+                            const at::Tensor& scale0, const at::Tensor& scale1, const at::Tensor& aux,
+                            c10::string_view grade, c10::IntArrayRef shape, const std::optional<at::Tensor>& bias) {
+    save_weight(ctx, data, scale0, scale1, aux, grade, shape);
+    const bool has_bias = bias.has_value() && bias->defined();
+    ctx->saved_data["has_bias"] = has_bias;
+    if (has_bias) ctx->saved_data["bias_dtype"] = bias->scalar_type();
+    at::AutoDispatchBelowADInplaceOrView below;
+    return s8_linear_op().call(x, data, scale0, scale1, aux, grade, shape, bias);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto& gy = grads[0];
+    const auto shape = ctx->saved_data["shape"].toIntVector();
+    at::Tensor gx, gbias;
+    if (ctx->needs_input_grad(0) && gy.defined())
+      gx = grad_input_op().call(gy, saved[0], saved[1], saved[2], saved[3], ctx->saved_data["grade"].toStringRef(),
+                                shape);
+    if (ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(5) && gy.defined())
+      gbias = gy.reshape({-1, shape[0]}).sum(0, false, at::kFloat).to(ctx->saved_data["bias_dtype"].toScalarType());
+    return {gx, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), gbias};
+  }
+};
+
+at::Tensor s8_autograd(const at::Tensor& x, const at::Tensor& data, const at::Tensor& scale0,
+                       const at::Tensor& scale1, const at::Tensor& aux, c10::string_view grade,
+                       c10::IntArrayRef shape, const std::optional<at::Tensor>& bias) {
+  if (!recording() || !(wants_grad(x) || (bias.has_value() && wants_grad(*bias)))) {
+    at::AutoDispatchBelowADInplaceOrView below;
+    return s8_linear_op().call(x, data, scale0, scale1, aux, grade, shape, bias);
+  }
+  return S8Fn::apply(x, data, scale0, scale1, aux, grade, shape, bias);
+}
+
 template <bool kTiled>
 at::Tensor linear_autograd(const at::Tensor& x, const at::Tensor& data, const at::Tensor& scale0,
                            const at::Tensor& scale1, const at::Tensor& aux, c10::string_view grade,
@@ -198,6 +241,7 @@ TORCH_LIBRARY_IMPL(grit, Autograd, m) {
   m.impl("packed_linear_grad_input_tiled", &grad_input_autograd<true>);
   m.impl("pack_activations", &pack_activations_autograd);
   m.impl("packed_linear_exact", &exact_autograd);
+  m.impl("packed_linear_s8", &s8_autograd);
 }
 
 }  // namespace grit_ops

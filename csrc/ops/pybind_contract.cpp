@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "grit/grit.h"
+#include "grit/s8_linear.h"
 
 namespace py = pybind11;
 
@@ -260,6 +261,34 @@ void bind_contract(py::module_& m) {
     }
     if (!s.ok()) return py::make_tuple(py::none(), py::none(), status_tuple(s));
     return py::make_tuple(py::bytes(e), py::bytes(S), py::none());
+  });
+  m.def("decode_terms", [](const grit::Grade& g, const py::sequence& planes, uint64_t numel) -> py::tuple {
+    auto args = planes_from(planes);
+    grit::Plane p[4];
+    for (int i = 0; i < 4; ++i) p[i] = args[i].plane;
+    const uint64_t groups = g.k0 ? numel / g.k0 : 0;
+    std::string e(numel * sizeof(float), '\0'), S(groups * sizeof(float), '\0'), z(S), Z(S);
+    grit::Status s;
+    {
+      py::gil_scoped_release nogil;
+      uint64_t cursor = 0;
+      s = grit::decode_terms_range(g, p, numel, 0, numel, &cursor, reinterpret_cast<float*>(&e[0]),
+                                   reinterpret_cast<float*>(&S[0]), reinterpret_cast<float*>(&z[0]),
+                                   reinterpret_cast<float*>(&Z[0]));
+    }
+    if (!s.ok()) return py::make_tuple(py::none(), status_tuple(s));
+    return py::make_tuple(py::make_tuple(py::bytes(e), py::bytes(S), py::bytes(z), py::bytes(Z)), py::none());
+  });
+  m.def("s8_law", [](const grit::Grade& g) -> py::tuple {
+    grit::s8::Law L;
+    const grit::Status s = grit::s8::s8_law(g, &L);
+    if (!s.ok()) return py::make_tuple(py::none(), status_tuple(s));
+    py::dict d;
+    d["k0"] = L.k0;
+    d["kb"] = L.kb;
+    d["qe"] = L.qe;
+    d["zero"] = L.zero == grit::s8::kZpShared ? "shared" : (L.zero == grit::s8::kZpOffset ? "offset" : "none");
+    return py::make_tuple(d, py::none());
   });
   m.def("encode", [](const grit::Grade& g, py::buffer values) -> py::tuple {
     py::buffer_info info = values.request();

@@ -46,4 +46,9 @@ TORCH_LIBRARY(grit, m) {
   m.def(
       "packed_linear_exact(Tensor codes, Tensor scales, Tensor data, Tensor scale0, Tensor scale1, "
       "Tensor aux, str grade, int[] shape, Tensor? bias) -> Tensor");
+  // The s8 activation law (csrc/grit/s8_linear.h): x packed to int8 blocks
+  // inside the op, integer block sums, y in x's dtype.
+  m.def(
+      "packed_linear_s8(Tensor x, Tensor data, Tensor scale0, Tensor scale1, Tensor aux, str grade, "
+      "int[] shape, Tensor? bias) -> Tensor");
 }

@@ -67,3 +67,31 @@ def decode_bounds(grade, planes, numel):
     if err is not None:
         _raise(err, grade)
     return np.frombuffer(lo, dtype=np.float32).copy(), np.frombuffer(hi, dtype=np.float32).copy()
+
+
+def decode_terms(grade, planes, numel):
+    """The decode as the s8 activation law takes it, per k0-group.
+
+    Returns float32 arrays ``(e, S, z, Z)``: ``numel`` element values (a
+    pruned sparse position 0) and per group the scale, the zps=shared zero
+    point and the zps=l1 offset (each 0 where the grade has none), so the
+    decode is f32(S*e), f32(S*f32(e - z)) or f32(f32(S*e) - Z)
+    (csrc/grit/decode.h, decode_terms_range).
+    """
+    grade = Grade.parse(grade)
+    out, err = _C.decode_terms(grade._native, [_buffer(p) for p in _planes4(planes)], int(numel))
+    if err is not None:
+        _raise(err, grade)
+    return tuple(np.frombuffer(v, dtype=np.float32).copy() for v in out)
+
+
+def s8_law(grade):
+    """The s8 activation law of ``grade`` (csrc/grit/s8_linear.h) as a dict:
+    ``k0``, ``kb`` (the activation block), ``qe`` (element value = code *
+    2^qe) and ``zero`` ("none", "shared" or "offset"). A grade without one is
+    refused: ValueError naming the reason."""
+    grade = Grade.parse(grade)
+    law, err = _C.s8_law(grade._native)
+    if err is not None:
+        raise ValueError(err[1])
+    return dict(law)

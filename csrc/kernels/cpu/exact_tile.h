@@ -48,6 +48,12 @@ void exact_tile_pack(const exact::Law& L, const int16_t* w, const exact::WScale*
 bool exact_tile_from_planes(const exact::Law& L, const uint8_t* data, const uint8_t* s0, const uint8_t* meta,
                             const uint64_t* cursor, int64_t r0, int rows, int64_t k, ExactTile* t);
 
+// The code pairs alone, in ExactTile::pairs' layout (k / 2 * 16 dwords at
+// `pairs`), for the code layout of L (elem_bits, msb, code, sp_*): the
+// layouts exact_tile_from_planes takes. False (nothing written) for others.
+bool exact_tile_codes(const exact::Law& L, const uint8_t* data, const uint8_t* meta, const uint64_t* cursor,
+                      int64_t r0, int rows, int64_t k, int32_t* pairs);
+
 // y[r] = exact_dot_row(L, a, row r, ...) for r < t.rows; bias is null or
 // one value per row.
 void exact_dot_tile(const exact::Law& L, const ExactActivation& a, const ExactTile& t, int64_t k,

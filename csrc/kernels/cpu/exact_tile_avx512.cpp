@@ -37,35 +37,11 @@ bool exact_tile_supported(const exact::Law& L) {
 #pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512dq,avx512cd,avx512vl,avx512vnni,avx512vbmi2,avx2,bmi,bmi2,popcnt"))), apply_to = function)
 #endif
 
+#include "kernels/cpu/avx512_transpose.h"
+
 namespace grit {
 namespace cpu {
 namespace {
-
-// out[j] lane r = in[r] lane j (16 x 16 dwords).
-inline void transpose16(__m512i v[16]) {
-  __m512i t[16];
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_epi32(v[2 * i], v[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_epi32(v[2 * i], v[2 * i + 1]);
-  }
-  for (int i = 0; i < 4; ++i) {
-    v[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
-    v[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
-    v[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-    v[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
-  }
-  // v[4i + c] 128-bit lane L: rows 4i..4i+3, column 4L + c.
-  for (int c = 0; c < 4; ++c) {
-    const __m512i a = _mm512_shuffle_i32x4(v[c], v[4 + c], 0x44), b = _mm512_shuffle_i32x4(v[c], v[4 + c], 0xEE);
-    const __m512i e = _mm512_shuffle_i32x4(v[8 + c], v[12 + c], 0x44);
-    const __m512i d = _mm512_shuffle_i32x4(v[8 + c], v[12 + c], 0xEE);
-    t[c] = _mm512_shuffle_i32x4(a, e, 0x88);
-    t[4 + c] = _mm512_shuffle_i32x4(a, e, 0xDD);
-    t[8 + c] = _mm512_shuffle_i32x4(b, d, 0x88);
-    t[12 + c] = _mm512_shuffle_i32x4(b, d, 0xDD);
-  }
-  for (int i = 0; i < 16; ++i) v[i] = t[i];
-}
 
 // One block's rescaled terms for eight rows (int64 lanes): D * P on the
 // grid 2^G, rounded half to even where the grid is coarser (to_grid).
@@ -87,16 +63,6 @@ inline __m512i grid_terms(__m512i D, __m512i P, __m512i x, __m512i G) {
   q = _mm512_mask_add_epi64(q, up, q, one);
   q = _mm512_mask_sub_epi64(q, _mm512_cmplt_epi64_mask(V, zero), zero, q);
   return _mm512_mask_blend_epi64(_mm512_cmple_epi64_mask(s, zero), q, left);
-}
-
-// Stores the first n (<= 16) of v at dst, dst + 16, ...: a whole set in an
-// unrolled loop, so v stays in registers.
-inline void store_pairs(int32_t* dst, const __m512i v[16], int n) {
-  if (n == 16) {
-    for (int q = 0; q < 16; ++q) _mm512_storeu_si512(dst + q * kExactTileRows, v[q]);
-  } else {
-    for (int q = 0; q < n; ++q) _mm512_storeu_si512(dst + q * kExactTileRows, v[q]);
-  }
 }
 
 inline __m512i lo8(__m512i v) { return _mm512_cvtepi32_epi64(_mm512_castsi512_si256(v)); }
@@ -188,7 +154,7 @@ constexpr KeptByte kKept;
 // positions (vpexpandb; the others 0), widened to int16 (a column pair per
 // dword), transposed 16 rows at a time.
 void bytes_tile(const exact::Law& L, const uint8_t* data, const uint8_t* meta, const uint64_t* cursor, int64_t r0,
-                int rows, int64_t k, ExactTile* t) {
+                int rows, int64_t k, int32_t* pairs) {
   const bool sparse = L.sp_m != 0;
   uint64_t at[16] = {};
   for (int r = 0; r < rows; ++r) at[r] = sparse ? cursor[r] : static_cast<uint64_t>((r0 + r) * k);
@@ -217,25 +183,29 @@ void bytes_tile(const exact::Law& L, const uint8_t* data, const uint8_t* meta, c
       } else {
         keep = ncols == 64 ? ~uint64_t{0} : (uint64_t{1} << ncols) - 1u;
       }
-      const __m512i b = sparse ? _mm512_maskz_expandloadu_epi8(keep, data + at[r])
-                               : _mm512_maskz_loadu_epi8(keep, data + at[r]);
-      at[r] += static_cast<uint64_t>(__builtin_popcountll(keep));
+      // The stored codes loaded, then expanded in a register: the memory form
+      // of vpexpandb is microcoded and far slower on some cores (Zen 4).
+      const int kept_n = __builtin_popcountll(keep);
+      const __mmask64 run = kept_n == 64 ? ~uint64_t{0} : (uint64_t{1} << kept_n) - 1u;
+      const __m512i raw = _mm512_maskz_loadu_epi8(sparse ? run : keep, data + at[r]);
+      const __m512i b = sparse ? _mm512_maskz_expand_epi8(keep, raw) : raw;
+      at[r] += static_cast<uint64_t>(kept_n);
       v0[r] = _mm512_cvtepi8_epi16(_mm512_castsi512_si256(b));
       v1[r] = _mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(b, 1));
     }
-    const int pairs = ncols / 2, n0 = pairs < 16 ? pairs : 16, n1 = pairs - n0;
+    const int npairs = ncols / 2, n0 = npairs < 16 ? npairs : 16, n1 = npairs - n0;
     transpose16(v0);
-    store_pairs(t->pairs.data() + c0 / 2 * kExactTileRows, v0, n0);
+    store_pairs(pairs + c0 / 2 * kExactTileRows, v0, n0);
     if (n1 > 0) {
       transpose16(v1);
-      store_pairs(t->pairs.data() + (c0 / 2 + 16) * kExactTileRows, v1, n1);
+      store_pairs(pairs + (c0 / 2 + 16) * kExactTileRows, v1, n1);
     }
   }
 }
 
 // Dense 4-bit codes: byte p of a row holds the row's codes 2p and 2p + 1,
 // one column pair, each code through the law's table (vpermd).
-void nibbles_tile(const exact::Law& L, const uint8_t* data, int64_t r0, int rows, int64_t k, ExactTile* t) {
+void nibbles_tile(const exact::Law& L, const uint8_t* data, int64_t r0, int rows, int64_t k, int32_t* pairs) {
   const int64_t np = k / 2;
   alignas(64) int32_t table[16];
   for (int c = 0; c < 16; ++c) table[c] = L.code[c];
@@ -257,24 +227,31 @@ void nibbles_tile(const exact::Law& L, const uint8_t* data, int64_t r0, int rows
                              _mm512_slli_epi32(_mm512_permutexvar_epi32(second, T), 16));
     }
     transpose16(v);
-    store_pairs(t->pairs.data() + p0 * kExactTileRows, v, n);
+    store_pairs(pairs + p0 * kExactTileRows, v, n);
   }
 }
 
 }  // namespace
 
-bool exact_tile_from_planes(const exact::Law& L, const uint8_t* data, const uint8_t* s0, const uint8_t* meta,
-                            const uint64_t* cursor, int64_t r0, int rows, int64_t k, ExactTile* t) {
+bool exact_tile_codes(const exact::Law& L, const uint8_t* data, const uint8_t* meta, const uint64_t* cursor,
+                      int64_t r0, int rows, int64_t k, int32_t* pairs) {
   static const bool vbmi2 = __builtin_cpu_supports("avx512vbmi2");
   const bool sparse_ok = L.sp_m == 0 || (L.sp_m == 4 && L.sp_n == 2 && L.sp_meta_bits == 2);
   const bool bytes = L.elem_bits == 8 && vbmi2 && signed_byte_codes(L);
   const bool nibbles = L.elem_bits == 4 && L.sp_m == 0;
   if (k % 2 != 0 || !sparse_ok || !(bytes || nibbles)) return false;
-  start_tile(L, rows, k, t);
   if (bytes)
-    bytes_tile(L, data, meta, cursor, r0, rows, k, t);
+    bytes_tile(L, data, meta, cursor, r0, rows, k, pairs);
   else
-    nibbles_tile(L, data, r0, rows, k, t);
+    nibbles_tile(L, data, r0, rows, k, pairs);
+  return true;
+}
+
+bool exact_tile_from_planes(const exact::Law& L, const uint8_t* data, const uint8_t* s0, const uint8_t* meta,
+                            const uint64_t* cursor, int64_t r0, int rows, int64_t k, ExactTile* t) {
+  t->pairs.resize(static_cast<size_t>(k / 2 * kExactTileRows));
+  if (!exact_tile_codes(L, data, meta, cursor, r0, rows, k, t->pairs.data())) return false;
+  start_tile(L, rows, k, t);
   tile_scales(L, s0, r0, rows, k, t);
   return true;
 }
@@ -395,6 +372,10 @@ bool exact_tile_supported(const exact::Law&) { return false; }
 void exact_tile_pack(const exact::Law&, const int16_t*, const exact::WScale*, int, int64_t, ExactTile*) {}
 bool exact_tile_from_planes(const exact::Law&, const uint8_t*, const uint8_t*, const uint8_t*, const uint64_t*, int64_t,
                             int, int64_t, ExactTile*) {
+  return false;
+}
+bool exact_tile_codes(const exact::Law&, const uint8_t*, const uint8_t*, const uint64_t*, int64_t, int, int64_t,
+                      int32_t*) {
   return false;
 }
 void exact_dot_tile(const exact::Law&, const ExactActivation&, const ExactTile&, int64_t, const float*, float*) {}

@@ -29,6 +29,7 @@ META_TORCH_GRIT = "torch_grit"
 # Inside the torch_grit record: how the grades were chosen, when per tensor (grade="auto").
 # torch-grit scan reads it: a mixture the checkpoint declares is not grade drift.
 META_GRADE_POLICY = "grade_policy"
+META_ACTIVATIONS = "activations"  # {module name: "s8"}: layers that pack their input rows
 FORMAT_VERSION = 1
 PLANE_RE = re.compile(r"^(.*)\.grit\.(data|scale0|scale1|aux)$")
 _DIGEST_PLACEHOLDER = "0" * 32
@@ -120,11 +121,13 @@ def parse_size(size):
     return int(float(m.group(1)) * scale)
 
 
-def _metadata(units, grade_policy=None):
+def _metadata(units, grade_policy=None, activations=None):
     records = {u.name: u.record() for u in units if isinstance(u, Packed)}
     ours = {"version": FORMAT_VERSION, "tensors": records}
     if grade_policy is not None:  # grades chosen per tensor on purpose (torch_grit.auto)
         ours[META_GRADE_POLICY] = grade_policy
+    if activations:  # layers that run the s8 activation law (GritLinear.activations)
+        ours[META_ACTIVATIONS] = dict(activations)
     meta = {"format": "pt",  # transformers refuses safetensors files without it
             META_TORCH_GRIT: json.dumps(ours, sort_keys=True, separators=(",", ":"))}
     descriptors = {u.name: u.descriptor.to_bytes().hex() for u in units if isinstance(u, Packed)}
@@ -175,7 +178,8 @@ def plan_shards(path, units, max_shard_size=None):
     return groups, targets, index_path
 
 
-def write_units(path, units, fill, max_shard_size=None, on_unit=None, grade_policy=None):
+def write_units(path, units, fill, max_shard_size=None, on_unit=None, grade_policy=None,
+                activations=None):
     """Write ``units`` to ``path`` (one file, or shards + index past ``max_shard_size``).
 
     ``fill(unit)`` returns the bytes of each of ``unit.entries()`` in order (any
@@ -190,7 +194,8 @@ def write_units(path, units, fill, max_shard_size=None, on_unit=None, grade_poli
     """
     groups, targets, index_path = plan_shards(path, units, max_shard_size)
     try:
-        return _write_planned(groups, targets, index_path, units, fill, on_unit, grade_policy)
+        return _write_planned(groups, targets, index_path, units, fill, on_unit, grade_policy,
+                              activations)
     except OSError as e:
         if e.filename is not None:  # open/rename errors already name their file
             raise
@@ -198,7 +203,8 @@ def write_units(path, units, fill, max_shard_size=None, on_unit=None, grade_poli
         raise OSError(e.errno, "%s while writing the checkpoint" % e.strerror, str(path)) from e
 
 
-def _write_planned(groups, targets, index_path, units, fill, on_unit, grade_policy=None):
+def _write_planned(groups, targets, index_path, units, fill, on_unit, grade_policy=None,
+                   activations=None):
     shard_of = {}
     plans = []
     with AtomicFiles() as out:
@@ -206,7 +212,7 @@ def _write_planned(groups, targets, index_path, units, fill, on_unit, grade_poli
             entries = layout([e for u in group for e in u.entries()])
             for u in group:
                 u.digest = None
-            header = render_header(entries, _metadata(group, grade_policy))
+            header = render_header(entries, _metadata(group, grade_policy, activations))
             f = out.open(target)
             os.ftruncate(f.fileno(), len(header) + (entries[-1].end if entries else 0))
             plans.append((f, group, {e.name: e for e in entries}, len(header)))
@@ -234,7 +240,7 @@ def _write_planned(groups, targets, index_path, units, fill, on_unit, grade_poli
                 on_unit(u, targets[shard_of[u.name]])
         for f, group, entries, data_start in plans:
             ordered = sorted(entries.values(), key=lambda e: e.begin)
-            header = render_header(ordered, _metadata(group, grade_policy))
+            header = render_header(ordered, _metadata(group, grade_policy, activations))
             if len(header) != data_start:  # fixed-width digests: cannot happen
                 raise RuntimeError("%s: the header changed length after the digests" % f.name)
             pwrite_all(f.fileno(), header, 0)

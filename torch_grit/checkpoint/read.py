@@ -234,3 +234,20 @@ def open_layout(path):
             elif name not in out.packed:
                 out.plain[name] = (h, e)
     return out
+
+
+def activation_modes(layout):
+    """{module name: mode} the checkpoint records (``GritLinear.activations``), checked."""
+    from .format import META_ACTIVATIONS
+    modes = {}
+    for h in layout.headers:
+        raw = h.metadata.get(META_TORCH_GRIT)
+        if not raw:
+            continue
+        found = parse_json_object(raw, h.path, "__metadata__.torch_grit").get(META_ACTIVATIONS, {})
+        if not isinstance(found, dict) or not all(
+                isinstance(k, str) and v == "s8" for k, v in found.items()):
+            raise CheckpointError("__metadata__.torch_grit.activations must map module names to "
+                                  "'s8'; found %r" % (found,), h.path, field="torch_grit.activations")
+        modes.update(found)
+    return modes

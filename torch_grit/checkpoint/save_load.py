@@ -40,7 +40,7 @@ from ..contract.check import check
 from .format import (
     DTYPE_NAMES, DTYPES_BY_NAME, PLANE_RE, VERIFY_LEVELS, Packed, Plain, write_units,
 )
-from .read import _grit_error, open_layout
+from .read import _grit_error, activation_modes, open_layout
 from ..contract.descriptor import Descriptor
 from ..contract.errors import GritCheckError, InexpressibleError
 from .safetensors_io import TORCH_TO_ST, CheckpointError, tensor_bytes
@@ -100,6 +100,9 @@ def save(obj, path, *, max_shard_size=None, grade_policy=None, load_guard=False)
     ``grit_grade_policy``, which ``quantize_(model, "auto")`` sets) is
     recorded in the metadata: the grades were chosen per tensor on purpose.
 
+    The activation mode of each GritLinear that runs ``activations="s8"`` is
+    recorded too (``torch_grit.load(path, model=...)`` sets it again).
+
     ``load_guard=True`` also writes each packed tensor's load guard (a
     zero-byte entry under its own name, docs/checkpoints.md), so that a
     loader without torch_grit fails on it instead of loading random weights;
@@ -130,10 +133,20 @@ def save(obj, path, *, max_shard_size=None, grade_policy=None, load_guard=False)
             return [tensor_bytes(p) for p, n in zip(t.planes, u.plane_bytes) if n]
         return [tensor_bytes(t)]
 
-    return write_units(path, units, fill, max_shard_size=max_shard_size, grade_policy=grade_policy)
+    return write_units(path, units, fill, max_shard_size=max_shard_size, grade_policy=grade_policy,
+                       activations=activations_of(obj))
 
 
-def load(path, model=None, *, verify="structure", device="cpu", strict=True):
+def activations_of(obj):
+    """{module name: "s8"} for the GritLinear layers of a model that run the s8 law."""
+    from ..nn.linear import GritLinear
+    if not isinstance(obj, nn.Module):
+        return {}
+    return {name: m.activations for name, m in obj.named_modules()
+            if isinstance(m, GritLinear) and m.activations is not None}
+
+
+def load(path, model=None, *, verify="structure", device="cpu", strict=True, activations="recorded"):
     """Load a checkpoint written by ``save`` (or any safetensors file), checked.
 
     Every descriptor is checked against its planes before any tensor is
@@ -149,7 +162,10 @@ def load(path, model=None, *, verify="structure", device="cpu", strict=True):
     layer it replaces was tiled and the grade allows), the other tensors are copied in
     with ``load_state_dict``; with ``strict`` (default) the file's names must
     be the model's (non-persistent buffers, such as position ids some files
-    carry, are skipped). Returns the model.
+    carry, are skipped). Returns the model. ``activations``: ``"recorded"``
+    (default) gives each GritLinear the activation mode the file records
+    for it; ``"s8"`` or ``None`` sets that mode on every packed linear layer
+    (a grade without an s8 law raises, naming the layer).
     """
     from safetensors import SafetensorError, safe_open
 
@@ -183,8 +199,53 @@ def load(path, model=None, *, verify="structure", device="cpu", strict=True):
     state = OrderedDict((k, state[k]) for k in sorted(state))
     if model is None:
         return state
+    recorded = activation_modes(lay)
+    if activations != "recorded":
+        from ..nn.linear import check_activations
+        activations = check_activations(activations)
+    _check_activations(state, recorded, activations)  # before the model is touched
     fill_model(model, state, strict)
+    _set_activations(model, recorded, activations)
     return model
+
+
+def _check_activations(state, recorded, activations):
+    """Every layer that will run s8 has a grade with an s8 law (else ValueError naming it)."""
+    from ..contract.codec import s8_law
+    if activations == "recorded":
+        names = list(recorded)
+    elif activations == "s8":
+        names = [k[:-len(".weight")] for k, v in state.items()
+                 if k.endswith(".weight") and isinstance(v, GritTensor)]
+    else:
+        return
+    for name in names:
+        w = state.get(name + ".weight")
+        if not isinstance(w, GritTensor):
+            raise CheckpointError("the checkpoint records activations='s8' for %s, but holds no "
+                                  "packed weight %s.weight" % (name, name), None,
+                                  field="torch_grit.activations")
+        try:
+            s8_law(w.grade_canonical)
+        except ValueError as e:
+            raise ValueError("%s: activations='s8' is not available for its grade %s: %s"
+                             % (name, w.grade.name or w.grade_canonical, e)) from None
+
+
+def _set_activations(model, recorded, activations):
+    """The activation modes after a load: recorded per layer, or one mode for every GritLinear."""
+    from ..nn.linear import GritLinear
+    layers = {name: m for name, m in model.named_modules() if isinstance(m, GritLinear)}
+    if activations != "recorded":
+        for name, m in layers.items():
+            m.set_activations_(activations, name=name)
+        return
+    for name, mode in recorded.items():
+        if name not in layers:
+            raise CheckpointError("the checkpoint records activations=%r for %s, which is not a "
+                                  "packed linear layer of this model" % (mode, name), None,
+                                  field="torch_grit.activations")
+        layers[name].set_activations_(mode, name=name)
 
 
 def fill_model(model, state, strict):

@@ -22,7 +22,8 @@ exit codes
      first disagreement is printed, as torch_grit.load would raise it
   2  usage: no such --tensor, or bad arguments
 --json prints one document (schema torch_grit.inspect/1): files, index,
-grade_policy, tensors (name, kind, grade, grade_name, shape, dtype, bytes,
+grade_policy, activations (module name -> "s8" for the layers recorded to
+pack their input rows), tensors (name, kind, grade, grade_name, shape, dtype, bytes,
 bits_per_weight, gid, descriptor, digest, planes, file) and totals.
 """
 
@@ -42,7 +43,7 @@ def _policy(headers):
 def inspect_checkpoint(path):
     """The document ``--json`` prints for the checkpoint at ``path`` (checked as load checks it)."""
     from ..checkpoint.format import PLANE_NAMES
-    from ..checkpoint.read import open_layout
+    from ..checkpoint.read import activation_modes, open_layout
     from ..checkpoint.safetensors_io import DTYPES, entry_nbytes
 
     layout = open_layout(path)
@@ -75,6 +76,7 @@ def inspect_checkpoint(path):
         "files": [h.path for h in layout.headers],
         "index": layout.index_path,
         "grade_policy": _policy(layout.headers),
+        "activations": activation_modes(layout),
         "tensors": tensors,
         "totals": {"packed": len(packed), "plain": len(tensors) - len(packed), "grades": grades,
                    "packed_bytes": sum(t["bytes"] for t in packed),
@@ -98,6 +100,10 @@ def render(doc, detail=False):
                  _mb(tot["packed_bytes"]), tot["plain"], _mb(tot["plain_bytes"]))]
     if doc["grade_policy"] is not None:
         lines.append("grade policy: %s" % json.dumps(doc["grade_policy"], sort_keys=True))
+    if doc.get("activations"):
+        modes = sorted(doc["activations"].items())
+        lines.append("activations: %s for %d layer(s): %s" % (
+            "/".join(sorted({m for _, m in modes})), len(modes), ", ".join(n for n, _ in modes)))
     width = max([len(t["name"]) for t in doc["tensors"]] + [6])
     lines.append("%-*s  %-14s %-13s %-9s %12s %6s  %s" % (width, "tensor", "grade", "shape", "dtype", "bytes",
                                                           "bits/w", "gid"))

@@ -23,16 +23,20 @@ def save(obj, path, **kwargs):
     return save_load.save(obj, path, **kwargs)
 
 
-def load(path, model=None, *, verify="structure", device="cpu", strict=True, requantize=None):
+def load(path, model=None, *, verify="structure", device="cpu", strict=True, requantize=None,
+         activations="recorded"):
     """Load ``path`` checked: a safetensors checkpoint (``checkpoint.save_load.load``) or,
     for ``*.gguf``, a GGUF file (``interop.gguf.load_gguf``; ``requantize=GRADE`` packs
     the block types GRIT cannot name, else they are refused; a GGUF file has no
     digest, so ``verify`` changes nothing there: every tensor is read and checked).
-    With ``model``, the tensors go into it as ``checkpoint.save_load.load`` does."""
+    With ``model``, the tensors go into it as ``checkpoint.save_load.load`` does;
+    ``activations`` ("recorded", None or "s8") sets the packed layers' activation
+    mode (a GGUF file records none, so "recorded" keeps float activations)."""
     if not is_gguf(path):
         if requantize is not None:
             raise ValueError("requantize= applies to GGUF files; %s is a safetensors checkpoint" % path)
-        return save_load.load(path, model, verify=verify, device=device, strict=strict)
+        return save_load.load(path, model, verify=verify, device=device, strict=strict,
+                              activations=activations)
     from .gguf import load_gguf
 
     if verify not in VERIFY_LEVELS:
@@ -45,5 +49,10 @@ def load(path, model=None, *, verify="structure", device="cpu", strict=True, req
         state = type(state)((k, v.to(device)) for k, v in state.items())
     if model is None:
         return state
+    if activations != "recorded":
+        from ..nn.linear import check_activations
+        activations = check_activations(activations)
+    save_load._check_activations(state, {}, activations)
     save_load.fill_model(model, state, strict)
+    save_load._set_activations(model, {}, activations)
     return model

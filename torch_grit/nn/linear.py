@@ -8,7 +8,19 @@ from torch import nn
 
 from .. import ops
 from ..contract.grade import resolve_grade
+from ..contract.codec import s8_law
 from ..tensor.grit_tensor import GritTensor, quantize
+
+ACTIVATION_MODES = ("s8",)
+
+
+def check_activations(activations):
+    """None (or "float") -> None; "s8" -> "s8"; anything else: ValueError naming the choices."""
+    if activations is None or activations == "float":
+        return None
+    if activations in ACTIVATION_MODES:
+        return activations
+    raise ValueError("activations is None (float), 'float' or 's8'; found %r" % (activations,))
 
 
 class GritLinear(nn.Linear):
@@ -28,9 +40,20 @@ class GritLinear(nn.Linear):
     keyword ``grade``) builds a layer holding the packing of a zero weight,
     ready for ``load_state_dict``; ``GritLinear.from_linear`` packs an
     existing ``nn.Linear``.
+
+    ``activations``: ``None`` (float activations, the default) or ``"s8"``:
+    every row of ``x`` packed to int8 blocks and multiplied by the s8
+    activation law (``torch_grit.ops.packed_linear_s8``, CPU), W4A8 / W8A8.
+    The backward is straight through (the float weight's transpose). Set it
+    at construction, with ``set_activations_``, ``quantize_(...,
+    activations="s8")`` or ``torch_grit.load(..., activations="s8")``;
+    ``torch_grit.save`` records it so a reloaded model runs the same way.
     """
 
-    def __init__(self, in_features, out_features, bias=True, device=None, dtype=None, *, grade):
+    activations = None  # the class default: float activations
+
+    def __init__(self, in_features, out_features, bias=True, device=None, dtype=None, *, grade,
+                 activations=None):
         if not isinstance(bias, bool):
             raise TypeError("bias is True or False; found %s" % type(bias).__name__)
         nn.Module.__init__(self)  # not nn.Linear.__init__: it would allocate a float weight
@@ -41,6 +64,27 @@ class GritLinear(nn.Linear):
         self.register_parameter(
             "bias", nn.Parameter(torch.zeros(out_features, device=device, dtype=dtype))
             if bias else None)
+        self.set_activations_(activations)
+
+    def set_activations_(self, activations, name=None):
+        """Choose how ``x`` enters the product: ``None``/``"float"`` or ``"s8"``; returns self.
+
+        ``"s8"`` is refused (ValueError naming the layer, its grade and the
+        reason) for a grade without an s8 law; a tiled weight is untiled
+        (the s8 kernels read GRIT's row-major planes).
+        """
+        mode = check_activations(activations)
+        if mode == "s8":
+            try:
+                s8_law(self.weight.grade_canonical)
+            except ValueError as e:
+                raise ValueError("%s: activations='s8' is not available for its grade %s: %s"
+                                 % (name or self.weight.name or "GritLinear",
+                                    self.weight.grade.name or self.weight.grade_canonical, e)) from None
+            if self.weight.tiled:
+                self.untile_()
+        self.activations = mode
+        return self
 
     def _set_weight(self, weight):
         self.in_features = weight.logical_shape[1]
@@ -48,15 +92,16 @@ class GritLinear(nn.Linear):
         self.weight = nn.Parameter(weight, requires_grad=False)
 
     @classmethod
-    def from_linear(cls, linear, grade, name="weight"):
+    def from_linear(cls, linear, grade, name="weight", activations=None):
         """Pack ``linear``'s weight to ``grade``; the bias is copied as a float Parameter."""
         if not isinstance(linear, nn.Linear) or isinstance(linear, GritLinear):
             raise TypeError("from_linear takes a float nn.Linear; found %s" % type(linear).__name__)
+        check_activations(activations)
         weight = quantize(linear.weight.detach(), resolve_grade(grade), name=name)
-        return cls.from_packed(weight, linear.bias)
+        return cls.from_packed(weight, linear.bias, activations=activations)
 
     @classmethod
-    def from_packed(cls, weight, bias=None):
+    def from_packed(cls, weight, bias=None, activations=None):
         """A layer around an existing GritTensor; a float ``bias`` is copied (requires_grad kept)."""
         if not isinstance(weight, GritTensor) or weight.transposed:
             raise TypeError("from_packed takes a GritTensor [out_features, in_features]; found %r"
@@ -70,7 +115,8 @@ class GritLinear(nn.Linear):
                 raise ValueError("bias of shape %s does not fit out_features=%d"
                                  % (tuple(bias.shape), layer.out_features))
             layer.bias = nn.Parameter(bias.detach().clone(), requires_grad=bias.requires_grad)
-        return layer
+        layer.activations = None
+        return layer.set_activations_(activations)
 
     @property
     def grade(self):
@@ -88,6 +134,9 @@ class GritLinear(nn.Linear):
         and every save still see GRIT's planes. The weight Parameter is replaced
         (it is frozen, so no optimizer state refers to it).
         """
+        if getattr(self, "activations", None) == "s8":
+            raise ValueError("tile_(): this layer runs activations='s8', whose kernels read GRIT's "
+                             "row-major planes; set_activations_(None) first")
         self.weight = nn.Parameter(self.weight.tile(), requires_grad=False)
         return self
 
@@ -97,6 +146,10 @@ class GritLinear(nn.Linear):
         return self
 
     def forward(self, x):
+        if self.activations == "s8":
+            w = self.weight
+            return torch.ops.grit.packed_linear_s8(x, *w.stored_planes, w.grade_canonical,
+                                                   list(w.logical_shape), self.bias)
         return F.linear(x, self.weight, self.bias)
 
     def __prepare_scriptable__(self):
@@ -106,9 +159,12 @@ class GritLinear(nn.Linear):
 
     def extra_repr(self):
         grade = self.weight.grade
-        return "in_features=%d, out_features=%d, bias=%s, grade=%s" % (
+        text = "in_features=%d, out_features=%d, bias=%s, grade=%s" % (
             self.in_features, self.out_features, self.bias is not None,
             grade.name or grade.canonical)
+        if self.activations is not None:
+            text += ", activations=%s" % self.activations
+        return text
 
 
 class ScriptableGritLinear(nn.Module):
@@ -134,6 +190,7 @@ class ScriptableGritLinear(nn.Module):
     grade: str
     shape: List[int]
     tiled: bool
+    s8: bool
 
     def __init__(self, layer):
         if not isinstance(layer, GritLinear):
@@ -146,6 +203,7 @@ class ScriptableGritLinear(nn.Module):
         self.grade = w.grade_canonical
         self.shape = [int(s) for s in w.logical_shape]
         self.tiled = w.tiled  # data and scale0 in the CPU tile layout
+        self.s8 = layer.activations == "s8"  # the s8 activation law
         self._logical_dtype = w.logical_dtype
         # Not persistent: the state_dict holds them as one GritTensor ``weight``.
         for name, plane in zip(GritTensor.PLANE_NAMES, w.stored_planes):
@@ -153,6 +211,10 @@ class ScriptableGritLinear(nn.Module):
         self.register_parameter("bias", layer.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.s8:
+            return torch.ops.grit.packed_linear_s8(x, self.data_plane, self.scale0_plane,
+                                                   self.scale1_plane, self.aux_plane, self.grade,
+                                                   self.shape, self.bias)
         if self.tiled:
             return torch.ops.grit.packed_linear_tiled(x, self.data_plane, self.scale0_plane,
                                                       self.scale1_plane, self.aux_plane,
@@ -199,9 +261,12 @@ class ScriptableGritLinear(nn.Module):
 
     def extra_repr(self):
         grade = resolve_grade(self.grade)
-        return "in_features=%d, out_features=%d, bias=%s, grade=%s" % (
+        text = "in_features=%d, out_features=%d, bias=%s, grade=%s" % (
             self.in_features, self.out_features, self.bias is not None,
             grade.name or grade.canonical)
+        if self.s8:
+            text += ", activations=s8"
+        return text
 
 
 __all__ = ["GritLinear", "ScriptableGritLinear"]

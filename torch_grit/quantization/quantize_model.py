@@ -102,7 +102,8 @@ def _auto_chooser(budget_db, candidates):
     return choose
 
 
-def quantize_(model, grade, filter_fn=None, budget_db=DEFAULT_BUDGET_DB, candidates=CANDIDATES):
+def quantize_(model, grade, filter_fn=None, budget_db=DEFAULT_BUDGET_DB, candidates=CANDIDATES,
+              activations=None):
     """Replace the layers of ``model`` by packed GRIT layers, in place.
 
     ``grade``: a Grade, canonical string or reference name ("MXFP4"), or seed
@@ -125,7 +126,14 @@ def quantize_(model, grade, filter_fn=None, budget_db=DEFAULT_BUDGET_DB, candida
     which ``torch_grit.save(model)`` records so the scanner reads the mixture
     of grades as chosen, not as drift. A non-finite budget raises ValueError, an unknown
     candidate (or one without an encoder) GradeError, before anything is modified.
+
+    ``activations="s8"`` makes every packed GritLinear pack its input rows to
+    int8 blocks (the s8 activation law, ``GritLinear.set_activations_``); a
+    packed layer whose grade has no s8 law raises before anything is
+    modified. ``torch_grit.save`` records the mode per layer.
     """
+    from ..nn.linear import check_activations
+    activations = check_activations(activations)
     if auto.is_auto(grade):
         choose = _auto_chooser(auto.parse_budget(budget_db), candidates)
     else:
@@ -174,6 +182,11 @@ def quantize_(model, grade, filter_fn=None, budget_db=DEFAULT_BUDGET_DB, candida
                                    layer_grade.canonical, handler.bytes_before(module),
                                    handler.bytes_after(new)))
     _keep_ties(chosen, built)
+    if activations is not None:
+        for fqn, module, handler, layer_grade in chosen:
+            new = built[id(module)]
+            if isinstance(new, GritLinear):
+                new.set_activations_(activations, name=fqn)
 
     # A module reached under several names is swapped under every one of them.
     for parent in model.modules():

@@ -43,6 +43,10 @@ class LayerError:
     scale_bytes: int
     aux_bytes: int
     descriptor_bytes: int = DESCRIPTOR_BYTES
+    # activations="s8" layers: what packing the probe's rows to int8 adds, beside the weight error.
+    activations: str = None
+    activation_sqnr_db: float = None    # probe x against its packed rows decoded
+    activation_output_mse: float = None  # the layer's output, s8 against float activations
 
 
 @dataclass
@@ -100,6 +104,13 @@ class Report:
                             100.0 * self.quantized_file.total / self.source_file.total,
                             self.quantized_file.header, t["source_bytes"],
                             t["code_bytes"] + t["scale_bytes"] + t["aux_bytes"]))
+        s8 = [l for l in self.layers if l.activations]
+        if s8:
+            rows += ["", "| layer | activations | activation SQNR dB | output MSE added by the activations |",
+                     "|---|---|---|---|"]
+            for l in s8:
+                rows.append("| %s | %s | %.2f | %.3g |" % (l.name, l.activations, l.activation_sqnr_db,
+                                                          l.activation_output_mse))
         if self.quality_before is not None:
             rows += ["", "| quality on fixed inputs | source | quantized | change |", "|---|---|---|---|"]
             for k, before in self.quality_before.items():
@@ -184,6 +195,7 @@ def layer_error(name, weight, bias, packed_layer, x):
     out = y_q - y_src
     planes = packed_layer.weight.planes
     grade = packed_layer.weight.grade
+    act = _activation_error(packed_layer, x, y_q) if packed_layer.activations else {}
     return LayerError(
         name=name, shape=tuple(w.shape), grade=grade.name or grade.canonical,
         weight_mse=noise / w.numel(), weight_max_abs=float(err.abs().max()),
@@ -193,7 +205,24 @@ def layer_error(name, weight, bias, packed_layer, x):
         code_bytes=planes[0].numel(), scale_bytes=planes[1].numel() + planes[2].numel(),
         aux_bytes=planes[3].numel(),
         # INT4G (seed 001) has no GRIT descriptor: it cannot be saved as one.
-        descriptor_bytes=0 if packed_layer.weight.is_int4_groups else DESCRIPTOR_BYTES)
+        descriptor_bytes=0 if packed_layer.weight.is_int4_groups else DESCRIPTOR_BYTES, **act)
+
+
+def _activation_error(layer, x, y_q):
+    """What the s8 packing of the probe rows adds: the rows' SQNR and the output error
+    against the same packed weight with float activations."""
+    from .. import ops
+    w = layer.weight
+    kb = ops.s8_block(w.grade_canonical)
+    with torch.no_grad():
+        codes, scales = ops.pack_activations(x, kb)
+        x_hat = (codes.double().view(*x.shape[:-1], -1, kb) * scales.double()[..., None]).view(x.shape)
+        y_float = F.linear(x, w, layer.bias).double()
+    noise = float(((x_hat - x.double()) ** 2).sum())
+    sig = float((x.double() ** 2).sum())
+    return {"activations": layer.activations,
+            "activation_sqnr_db": float("inf") if noise == 0 else 10.0 * math.log10(sig / noise),
+            "activation_output_mse": float(((y_q - y_float) ** 2).mean())}
 
 
 def report(source_model, quantized_model, probe=None, source_file=None, quantized_file=None,

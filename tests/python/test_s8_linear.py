@@ -1,0 +1,291 @@
+"""The s8 activation law: grit::packed_linear_s8 (the law is csrc/grit/s8_linear.h).
+
+Proven here on CPU: bit equality with an independent Python re-implementation
+(numpy for the packing and the integer block sums, exact Fractions for each
+FMA's single rounding) on every grade family the law takes (e2m1 with e8m0
+and e4m3 x binary32 scales, u4 with Q4KS's two-level offsets, s8 2:4 sparse,
+u4/u8 with integer zero points, s4/s8 groups, a per-channel group wider than
+the activation block), ragged shapes, random plane bytes (NaN and infinite
+scales included), every CPU kernel variant, 1 vs 2 threads, a row alone vs
+inside a batch; the terms it reads equal the reference decode; opcheck;
+closeness to the float product of the packed activations; the
+straight-through gradient; the refusals named.
+"""
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from torch_grit import Grade, _C, ops
+from torch_grit.contract.codec import decode_planes, decode_terms, s8_law
+from test_exact_linear import _pack_ref
+
+GRADES = {  # name -> k0 (k is a few groups of it)
+    "MXFP4": 32, "NVF4": 16, "Q4KS": 32, "I8S24": 32, "U4Z_G128": 128, "U8Z_G32": 32,
+    "Q8_0": 32, "S4_G64": 64, "S8_G128": 128,
+}
+CHANNEL = "grit1(e=s8,k0=384,s0=binary16,esr=ratiomaxabs)"  # one group per row, blocks of 128
+
+
+def _canon(name):
+    return Grade(name).canonical if not name.startswith("grit1(") else name
+
+
+def _shape(name):
+    if name == CHANNEL:
+        return (17, 384)
+    if name == "Q4KS":
+        return (17, 256)  # whole super-blocks of 8 groups
+    k0 = GRADES[name]
+    return (17, k0 * max(2, 96 // k0))
+
+
+def _planes(name, shape, seed=0):
+    w = torch.randn(shape, generator=torch.Generator().manual_seed(seed))
+    return ops.quantize(w, _canon(name))
+
+
+def _random_planes(name, shape, seed=0):
+    """Every byte at random (NaN and infinite scales occur); I8S24's metadata kept regular."""
+    g = torch.Generator().manual_seed(seed)
+    grade = Grade.parse(_canon(name))
+    planes = [torch.randint(0, 256, (b,), dtype=torch.uint8, generator=g)
+              for b in grade.plane_bytes(shape[0] * shape[1])]
+    if name == "I8S24":
+        planes[3] = _planes(name, shape, seed)[3]
+    return planes
+
+
+def _bits(t):
+    return t.contiguous().view(torch.int32)
+
+
+# ---------------------------------------------------------------------------
+# The re-implementation
+
+
+def _f32(v):
+    """The binary32 nearest a Fraction, ties to even, subnormals and overflow included."""
+    if v == 0:
+        return np.float32(0.0)
+    sign, a = (-1 if v < 0 else 1), abs(v)
+    e = a.numerator.bit_length() - a.denominator.bit_length()
+    if Fraction(2) ** e > a:
+        e -= 1
+    ulp = Fraction(2) ** (max(e, -126) - 23)
+    q, r = divmod(a, ulp)
+    if r * 2 > ulp or (r * 2 == ulp and q % 2 == 1):
+        q += 1
+    out = q * ulp
+    if out >= Fraction(2) ** 128:
+        return np.float32(sign * np.inf)
+    return np.float32(sign * float(out))  # exact: out has at most 24 significant bits
+
+
+def _fma(a, b, c):
+    a, b, c = np.float32(a), np.float32(b), np.float32(c)
+    if not (np.isfinite(a) and np.isfinite(b) and np.isfinite(c)):
+        with np.errstate(all="ignore"):
+            return np.float32(np.float64(a) * np.float64(b) + np.float64(c))
+    return _f32(Fraction(float(a)) * Fraction(float(b)) + Fraction(float(c)))
+
+
+def _reference(name, x, planes, shape, bias=None):
+    grade = _canon(name)
+    law = s8_law(grade)
+    n, k = shape
+    kb, k0, qe = law["kb"], law["k0"], law["qe"]
+    codes, sa = _pack_ref(x.float(), kb)
+    e, S, z, Z = decode_terms(grade, planes, n * k)
+    c = np.ldexp(e.astype(np.float64), -qe).astype(np.int64).reshape(n, k)
+    S, z, Z = S.reshape(n, -1), z.reshape(n, -1), Z.reshape(n, -1)
+    zi = np.ldexp(z.astype(np.float64), -qe).astype(np.int64)
+    a = codes.astype(np.int64)
+    m, B, per = a.shape[0], k // kb, k0 // kb
+    y = np.zeros((m, n), dtype=np.float32)
+    with np.errstate(all="ignore"):
+        for i in range(m):
+            for j in range(n):
+                acc = np.float32(0.0)
+                for b in range(B):
+                    g = b // per
+                    ab = a[i, b * kb:(b + 1) * kb]
+                    A = int(ab.sum())
+                    D = int(ab @ c[j, b * kb:(b + 1) * kb])
+                    if law["zero"] == "shared":
+                        D -= int(zi[j, g]) * A
+                    w = np.float32(sa[i, b]) * S[j, g]
+                    acc = _fma(w, np.float32(D) * np.float32(2.0 ** qe), acc)
+                    if law["zero"] == "offset":
+                        acc = _fma(np.float32(sa[i, b]) * np.float32(-Z[j, g]), np.float32(A), acc)
+                if bias is not None:
+                    acc = np.float32(acc + np.float32(bias[j].item()))
+                y[i, j] = np.float32(np.nan) if np.isnan(acc) else acc
+    return torch.from_numpy(y)
+
+
+def _over_isas(fn):
+    previous = _C.cpu_isa()
+    try:
+        for isa in _C.cpu_isas_supported():
+            _C._set_cpu_isa(isa)
+            fn(isa)
+    finally:
+        _C._set_cpu_isa(previous)
+
+
+ALL = list(GRADES) + [CHANNEL]
+
+
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_terms_are_the_decode(name):
+    """f32(S*e), f32(S*f32(e-z)) or f32(f32(S*e) - Z) is the reference decode, bit for bit."""
+    shape = _shape(name)
+    grade = _canon(name)
+    planes = _planes(name, shape)
+    e, S, z, Z = decode_terms(grade, planes, shape[0] * shape[1])
+    k0 = Grade.parse(grade)._native.k0
+    Sx, zx, Zx = (np.repeat(v, k0) for v in (S, z, Z))
+    law = s8_law(grade)
+    with np.errstate(all="ignore"):
+        if law["zero"] == "shared":
+            want = Sx * (e - zx).astype(np.float32)
+        elif law["zero"] == "offset":
+            want = (Sx * e).astype(np.float32) - Zx
+        else:
+            want = Sx * e
+    got = decode_planes(grade, planes, shape[0] * shape[1])
+    assert np.array_equal(want.astype(np.float32).view(np.int32), got.view(np.int32))
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_matches_reference_on_every_variant(name):
+    shape = _shape(name)
+    planes = _planes(name, shape)
+    x = torch.randn(3, shape[1], generator=torch.Generator().manual_seed(1))
+    x[1, :shape[1] // 2] = 0.0  # whole zero blocks
+    bias = torch.randn(shape[0], generator=torch.Generator().manual_seed(2))
+    want = _reference(name, x, planes, shape, bias)
+
+    def check(isa):
+        got = ops.packed_linear_s8(x, planes, _canon(name), shape, bias)
+        assert torch.equal(_bits(got), _bits(want)), (name, isa)
+    _over_isas(check)
+
+
+@pytest.mark.parametrize("name", ("MXFP4", "NVF4", "Q4KS", "U4Z_G128", "Q8_0"))
+def test_random_bytes_nan_and_inf(name):
+    shape = _shape(name)
+    planes = _random_planes(name, shape, seed=3)
+    x = torch.randn(2, shape[1], generator=torch.Generator().manual_seed(4)) * 100
+    want = _reference(name, x, planes, shape)
+    assert torch.isfinite(want).any()
+
+    def check(isa):
+        got = ops.packed_linear_s8(x, planes, _canon(name), shape)
+        assert torch.equal(_bits(got), _bits(want)), (name, isa)
+    _over_isas(check)
+
+
+@pytest.mark.parametrize("name", ("MXFP4", "Q4KS", "I8S24", "U4Z_G128"))
+def test_threads_and_batch_composition(name):
+    n, k = 40, 4 * GRADES[name] if GRADES[name] >= 64 else 256
+    planes = _planes(name, (n, k), seed=5)
+    x = torch.randn(9, k, generator=torch.Generator().manual_seed(6))
+    grade = _canon(name)
+    before = torch.get_num_threads()
+    try:
+        outs = []
+        for t in (1, 2):
+            torch.set_num_threads(t)
+            outs.append(ops.packed_linear_s8(x, planes, grade, (n, k)))
+        assert torch.equal(_bits(outs[0]), _bits(outs[1]))
+        for i in (0, 4, 8):
+            alone = ops.packed_linear_s8(x[i:i + 1], planes, grade, (n, k))
+            assert torch.equal(_bits(alone[0]), _bits(outs[0][i]))
+    finally:
+        torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("name", ("MXFP4", "NVF4", "Q8_0", "S4_G64", "U4Z_G128"))
+def test_close_to_the_float_product_of_the_packed_activations(name):
+    """y is F.linear(x_hat, W) (x_hat the packed activations decoded) to float32 summation accuracy."""
+    n, k = 33, 512
+    grade = _canon(name)
+    planes = _planes(name, (n, k), seed=7)
+    x = torch.randn(4, k, generator=torch.Generator().manual_seed(8))
+    kb = ops.s8_block(grade)
+    codes, scales = ops.pack_activations(x, kb)
+    x_hat = (codes.double().view(4, -1, kb) * scales.double()[..., None]).view(4, k)
+    W = torch.from_numpy(decode_planes(grade, planes, n * k)).double().view(n, k)
+    want = x_hat @ W.T
+    got = ops.packed_linear_s8(x, planes, grade, (n, k)).double()
+    bound = (k // kb + 2) * 2.0 ** -23 * (x_hat.abs() @ W.abs().T)
+    assert ((got - want).abs() <= bound).all()
+
+
+def test_dtypes_and_shapes():
+    grade = _canon("MXFP4")
+    planes = _planes("MXFP4", (16, 64))
+    x = torch.randn(2, 3, 64)
+    y = ops.packed_linear_s8(x, planes, grade, (16, 64))
+    assert y.shape == (2, 3, 16) and y.dtype == torch.float32
+    yb = ops.packed_linear_s8(x.bfloat16(), planes, grade, (16, 64))
+    assert yb.dtype == torch.bfloat16
+    assert torch.equal(yb, ops.packed_linear_s8(x.bfloat16().float(), planes, grade, (16, 64)).bfloat16())
+    assert ops.packed_linear_s8(torch.empty(0, 64), planes, grade, (16, 64)).shape == (0, 16)
+
+
+def test_opcheck():
+    grade = _canon("Q4KS")
+    planes = _planes("Q4KS", (16, 256))
+    x = torch.randn(3, 256, requires_grad=True)
+    bias = torch.randn(16, requires_grad=True)
+    torch.library.opcheck(torch.ops.grit.packed_linear_s8.default,
+                          (x, *planes, grade, [16, 256], bias),
+                          test_utils=("test_schema", "test_autograd_registration", "test_faketensor"))
+
+
+def test_straight_through_gradient():
+    grade = _canon("MXFP4")
+    planes = _planes("MXFP4", (24, 64))
+    x = torch.randn(5, 64, requires_grad=True)
+    bias = torch.zeros(24, requires_grad=True)
+    y = ops.packed_linear_s8(x, planes, grade, (24, 64), bias)
+    gy = torch.randn_like(y)
+    y.backward(gy)
+    want = torch.ops.grit.packed_linear_grad_input(gy, *planes, grade, [24, 64])
+    assert torch.equal(x.grad, want)
+    assert torch.allclose(bias.grad, gy.sum(0))
+
+
+def test_refusals_name_the_reason():
+    mxfp8 = Grade("MXFP8").canonical
+    with pytest.raises(ValueError, match="no s8 activation law.*e=e4m3"):
+        s8_law(mxfp8)
+    planes = _planes("MXFP8", (8, 64))
+    with pytest.raises(ValueError, match="no s8 activation law"):
+        ops.packed_linear_s8(torch.randn(1, 64), planes, mxfp8, (8, 64))
+    grade = _canon("MXFP4")
+    planes = _planes("MXFP4", (8, 64))
+    x = torch.randn(2, 64)
+    x[1, 5] = float("inf")
+    with pytest.raises(ValueError, match="row 1, column 5"):
+        ops.packed_linear_s8(x, planes, grade, (8, 64))
+    with pytest.raises(ValueError, match="in-features"):
+        ops.packed_linear_s8(torch.randn(2, 32), planes, grade, (8, 64))
+    with pytest.raises(ValueError, match="no s8 activation law"):
+        ops.packed_linear_s8(torch.randn(1, 64), [torch.zeros(0, dtype=torch.uint8)] * 4, "INT4G64", (8, 64))
+
+
+def test_activation_block():
+    assert ops.s8_block(_canon("NVF4")) == 16
+    assert ops.s8_block(CHANNEL) == 128
+    assert ops.s8_block("grit1(e=s8,k0=4096,s0=binary16,esr=ratiomaxabs)") == 256
+    assert ops.s8_block("grit1(e=s8,k0=385,s0=binary16,esr=ratiomaxabs)") == 1

@@ -197,7 +197,7 @@ def _check_target(lay, targets):
 
 def convert(src, dst, grade, *, filter=None, max_shard_size=None, on_tensor=None,
             budget_db=auto.DEFAULT_BUDGET_DB, candidates=auto.CANDIDATES, on_entry=None,
-            on_packed=None, exclude=frozenset(), load_guard=False):
+            on_packed=None, exclude=frozenset(), load_guard=False, activations=None):
     """Convert ``src`` (file, folder of shards, HF model folder) into a GRIT checkpoint.
 
     ``filter``: a regular expression; tensors whose name it matches (re.search)
@@ -212,6 +212,9 @@ def convert(src, dst, grade, *, filter=None, max_shard_size=None, on_tensor=None
     and the source's ``<module>.bias`` or None), ``on_tensor(TensorReport)``
     after each tensor is written. ``exclude`` (names) are dropped: each gets a
     TensorReport with action "dropped". ``load_guard``: see ``plan``.
+    ``activations="s8"`` records that every packed ``<module>.weight`` runs the
+    s8 activation law (``torch_grit.load(model=...)`` sets it); a packed
+    tensor whose grade has no s8 law is refused before anything is written.
     Returns ``(files written, [TensorReport])``.
     """
     refuse_inexpressible(src, grade, filter)
@@ -219,6 +222,7 @@ def convert(src, dst, grade, *, filter=None, max_shard_size=None, on_tensor=None
         grade = parse_fixed(grade)
     lay, items = plan(src, grade, filter, budget_db=budget_db, candidates=candidates,
                       on_entry=on_entry, exclude=exclude, load_guard=load_guard)
+    modes = _activation_modes(items, activations)
     out = output_path(dst)
     _, targets, index_path = plan_shards(out, [it[2] for it in items], max_shard_size)
     _check_target(lay, targets + ([index_path] if index_path else []))
@@ -267,7 +271,8 @@ def convert(src, dst, grade, *, filter=None, max_shard_size=None, on_tensor=None
 
     try:
         files = write_units(out, [it[2] for it in items], fill, max_shard_size, done,
-                            grade_policy=_grade_policy(grade, budget_db, candidates))
+                            grade_policy=_grade_policy(grade, budget_db, candidates),
+                            activations=modes)
     except BaseException:
         if created and not os.listdir(folder):
             os.rmdir(folder)  # a failed conversion leaves nothing behind
@@ -285,6 +290,29 @@ def convert(src, dst, grade, *, filter=None, max_shard_size=None, on_tensor=None
             if on_tensor is not None:
                 on_tensor(r)
     return files, reports
+
+
+def _activation_modes(items, activations):
+    """{module: "s8"} for every packed ``<module>.weight`` under ``activations="s8"``
+    (ConvertError "unpackable" naming a tensor whose grade has no s8 law); {} otherwise."""
+    from ..contract.codec import s8_law
+
+    if activations is None or activations == "float":
+        return {}
+    if activations != "s8":
+        raise ValueError("activations is None, 'float' or 's8'; found %r" % (activations,))
+    modes = {}
+    for it in items:
+        u = it[2]
+        if not isinstance(u, Packed) or not u.name.endswith(".weight"):
+            continue
+        try:
+            s8_law(u.grade.canonical)
+        except ValueError as e:
+            raise ConvertError("%s: activations='s8' is not available for its grade %s: %s"
+                               % (u.name, u.grade.canonical, e), "unpackable") from None
+        modes[u.name[:-len(".weight")]] = "s8"
+    return modes
 
 
 def _grade_policy(grade, budget_db, candidates):

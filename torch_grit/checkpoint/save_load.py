@@ -82,7 +82,7 @@ def _units_from_state_dict(state_dict):
     return units, sources
 
 
-def save(obj, path, *, max_shard_size=None, grade_policy=None, load_guard=False):
+def save(obj, path, *, max_shard_size=None, grade_policy=None, load_guard=False, activations=None):
     """Write a model's (or a state dict's) tensors as a checked safetensors checkpoint.
 
     GritTensors become their planes plus a descriptor (see the module doc);
@@ -101,7 +101,8 @@ def save(obj, path, *, max_shard_size=None, grade_policy=None, load_guard=False)
     recorded in the metadata: the grades were chosen per tensor on purpose.
 
     The activation mode of each GritLinear that runs ``activations="s8"`` is
-    recorded too (``torch_grit.load(path, model=...)`` sets it again).
+    recorded too (``torch_grit.load(path, model=...)`` sets it again); for a
+    state dict, ``activations`` ({module name: "s8"}) says which layers run it.
 
     ``load_guard=True`` also writes each packed tensor's load guard (a
     zero-byte entry under its own name, docs/checkpoints.md), so that a
@@ -134,7 +135,7 @@ def save(obj, path, *, max_shard_size=None, grade_policy=None, load_guard=False)
         return [tensor_bytes(t)]
 
     return write_units(path, units, fill, max_shard_size=max_shard_size, grade_policy=grade_policy,
-                       activations=activations_of(obj))
+                       activations=activations_of(obj) if activations is None else activations)
 
 
 def activations_of(obj):

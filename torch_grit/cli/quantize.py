@@ -48,6 +48,13 @@ drift). With --filter, a selected tensor no candidate fits is kept exact too.
 One line per choice and a summary are printed (--json: each tensor's "auto"
 field and the "done" line's "auto" summary).
 
+--activations s8 records that every packed linear layer packs its input rows
+to int8 blocks (the s8 activation law, W4A8 / W8A8): torch_grit.load(model=...)
+and from_pretrained set that mode on each layer (for a model folder,
+quantization_config says "activations": "s8"). A grade without an s8 law
+(one whose elements are not small integers times a power of two) is refused
+with exit 4 before anything is written.
+
 --report [OUT.json] measures every packed tensor as torch_grit.report does:
 weight MSE, max abs error, SQNR, the layer's output error on a fixed seeded
 probe (8 rows, seed 0; with the source's <module>.bias when it has one), and
@@ -61,8 +68,9 @@ exit codes
   2  usage: bad arguments, unknown grade or candidate, bad --budget-db, bad --filter regex,
      a report path that cannot be written, DST would overwrite SRC
   3  SRC is missing, not safetensors, truncated, its header lies, or it is already packed
-  4  a tensor selected by --filter cannot be packed to the grade, or the grade cannot be
-     written as GRIT at all (INT4G<g>: binary64 scales, short groups) (nothing written)
+  4  a tensor selected by --filter cannot be packed to the grade, the grade cannot be
+     written as GRIT at all (INT4G<g>: binary64 scales, short groups), or --activations s8
+     names a grade without an s8 law (nothing written)
   5  DST could not be written (nothing replaced)
 """
 
@@ -85,6 +93,10 @@ def add_parser(sub):
     p.add_argument("--filter", metavar="REGEX",
                    help="pack the tensors whose name matches (re.search); a matching 2-D float "
                         "tensor that does not fit the grade is an error")
+    p.add_argument("--activations", choices=("float", "s8"), default="float",
+                   help="s8: every packed linear layer packs its input rows to int8 blocks when "
+                        "loaded (the s8 activation law, W4A8/W8A8; recorded in the checkpoint and, "
+                        "for a model folder, in quantization_config); default float")
     p.add_argument("--max-shard-size", metavar="SIZE",
                    help="write HF-style shards of at most SIZE (bytes, or 500MB, 2GB ...)")
     p.add_argument("--report", metavar="OUT.json", nargs="?", const="",
@@ -251,11 +263,13 @@ def run(args):
                                  candidates=grades if auto else CANDIDATES,
                                  on_entry=on_entry if auto else None,
                                  on_packed=measured.on_packed if measured else None,
-                                 exclude=exclude if hf else frozenset(), load_guard=hf is not None)
+                                 exclude=exclude if hf else frozenset(), load_guard=hf is not None,
+                                 activations=args.activations)
         open_layout(files[-1])  # the result (its index when sharded) passes load's checks
         if hf is not None:
             hf.complete_folder(args.src, args.dst, hf.folder_config(
-                "auto" if auto else grade, reports, budget, grades))
+                "auto" if auto else grade, reports, budget, grades,
+                activations="s8" if args.activations == "s8" else None))
         source = open_layout(args.src) if measuring else None  # the files to count
     except ConvertError as e:
         code = {"unpackable": EXIT_UNPACKABLE, "already_packed": EXIT_SOURCE,
@@ -279,6 +293,8 @@ def run(args):
     label = "auto" if auto else (grade.name if isinstance(grade, PerChannel) else grade.canonical)
     summary = {"src": args.src, "files": files, "grade": label,
                "totals": totals}
+    if args.activations == "s8":
+        summary["activations"] = "s8"
     if auto:
         summary["auto"] = _auto_summary(reports, budget, grades)
     rep = None
@@ -317,9 +333,10 @@ def run(args):
     if hf is not None:
         print("wrote the model folder %s: config.json (quantization_config), and every file of "
               "SRC that is not a weight" % args.dst)
-    print("wrote %s: %d tensors, %d packed to %s, %d kept; %.1f MB -> %.1f MB" % (
+    print("wrote %s: %d tensors, %d packed to %s%s, %d kept; %.1f MB -> %.1f MB" % (
         files[-1] if len(files) > 1 else files[0], totals["tensors"], totals["quantized"],
-        "auto-chosen grades" if auto else grade.name or grade.canonical, totals["kept"],
+        "auto-chosen grades" if auto else grade.name or grade.canonical,
+        " (activations s8)" if args.activations == "s8" else "", totals["kept"],
         totals["bytes_before"] / 1e6, totals["bytes_after"] / 1e6))
     return EXIT_OK
 

@@ -5,6 +5,7 @@ import re
 from transformers.utils.quantization_config import QuantizationConfigMixin
 
 from ...checkpoint.format import VERIFY_LEVELS
+from ...nn.linear import check_activations
 from ...quantization import auto
 from ...quantization.profile import CANDIDATES, DEFAULT_BUDGET_DB
 
@@ -33,10 +34,20 @@ class GritConfig(QuantizationConfigMixin):
     ``"structure"``: level 1, the descriptors against the planes).
     ``torch_grit_version`` is the version that wrote the folder; an older
     torch_grit refuses to load it.
+
+    ``activations``: ``None`` (float activations), ``"s8"`` (every packed
+    linear layer packs its input rows to int8 blocks: the s8 activation law,
+    ``GritLinear.set_activations_``) or ``"float"``. Quantizing while loading,
+    it is ``quantize_``'s ``activations``. In a folder's config.json,
+    ``"s8"`` says every packed layer runs the s8 law. Passed to
+    ``from_pretrained`` of a GRIT folder it is a loading attribute: ``"s8"``
+    or ``"float"`` sets that mode on every packed layer; ``None`` keeps the
+    modes the folder records (its config.json, and per layer its weights'
+    metadata).
     """
 
     def __init__(self, grade=None, budget_db=None, candidates=None, modules_to_not_convert=None,
-                 verify="structure", torch_grit_version=VERSION, **kwargs):
+                 verify="structure", torch_grit_version=VERSION, activations=None, **kwargs):
         self.quant_method = QUANT_METHOD
         self.grade = grade
         self.budget_db = budget_db
@@ -44,12 +55,18 @@ class GritConfig(QuantizationConfigMixin):
         self.modules_to_not_convert = list(modules_to_not_convert or [])
         self.verify = verify
         self.torch_grit_version = torch_grit_version
+        self.activations = activations
         self.post_init()
 
     def post_init(self):
         if self.verify not in VERIFY_LEVELS:
             raise ValueError("GritConfig: verify is one of %s; found %r" % (VERIFY_LEVELS, self.verify))
         version_tuple(self.torch_grit_version)
+        if self.activations is not None:
+            try:
+                check_activations(self.activations)
+            except ValueError as e:
+                raise ValueError("GritConfig: %s" % e) from None
         if self.grade is not None and not isinstance(self.grade, str):
             raise TypeError("GritConfig: grade is a string (a reference name such as \"MXFP4\", a "
                             "canonical grade string or \"auto\"); found %s" % type(self.grade).__name__)
@@ -68,12 +85,18 @@ class GritConfig(QuantizationConfigMixin):
         return self.grade, budget, tuple(self.candidates) if self.candidates else CANDIDATES
 
     def get_loading_attributes(self):
-        return {"verify": self.verify}
+        # activations only when said: None must not erase a folder's recorded mode
+        out = {"verify": self.verify}
+        if self.activations is not None:
+            out["activations"] = self.activations
+        return out
 
     def to_dict(self):
         out = {"quant_method": self.quant_method, "grade": self.grade,
                "modules_to_not_convert": list(self.modules_to_not_convert),
                "torch_grit_version": self.torch_grit_version}
+        if self.activations is not None:  # absent: float activations (folders written before it stay the same)
+            out["activations"] = self.activations
         if self.is_auto:
             grade, budget, candidates = self.quantize_args()
             out["budget_db"] = budget

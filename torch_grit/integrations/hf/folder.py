@@ -18,7 +18,7 @@ import transformers
 from transformers.modeling_utils import remove_tied_weights_from_state_dict
 
 from ...checkpoint.format import META_GRADE_POLICY, META_TORCH_GRIT
-from ...checkpoint.save_load import save
+from ...checkpoint.save_load import activations_of, save
 from ...nn.linear import GritLinear
 from ...quantization.profile import short_name
 from ...tensor.grit_tensor import GritTensor
@@ -129,16 +129,18 @@ def complete_folder(src, dst, config):
     _write_text(os.path.join(dst, "config.json"), json.dumps(doc, indent=2, sort_keys=True) + "\n")
 
 
-def folder_config(grade, reports, budget_db=None, candidates=None):
-    """The GritConfig of a folder the converter wrote (``reports``: its TensorReports)."""
+def folder_config(grade, reports, budget_db=None, candidates=None, activations=None):
+    """The GritConfig of a folder the converter wrote (``reports``: its TensorReports;
+    ``activations``: "s8" when every packed layer runs the s8 activation law)."""
     from ...checkpoint.convert import DEFAULT_EXCLUDE
     exact = sorted(r.name[:-len(".weight")] for r in reports
                    if r.action == "kept" and r.name.endswith(".weight") and len(r.shape) == 2
                    and r.dtype in ("F32", "F16", "BF16") and not DEFAULT_EXCLUDE.search(r.name))
     if isinstance(grade, str):
         return GritConfig(grade="auto", budget_db=budget_db,
-                          candidates=[g.canonical for g in candidates], modules_to_not_convert=exact)
-    return GritConfig(grade=short_name(grade), modules_to_not_convert=exact)
+                          candidates=[g.canonical for g in candidates], modules_to_not_convert=exact,
+                          activations=activations)
+    return GritConfig(grade=short_name(grade), modules_to_not_convert=exact, activations=activations)
 
 
 def config_for(model):
@@ -192,7 +194,12 @@ def save_pretrained(model, save_directory, *, max_shard_size=DEFAULT_MAX_SHARD_S
     if os.path.isfile(save_directory):
         raise NotADirectoryError("save_pretrained: %s is a file, not a folder" % save_directory)
     os.makedirs(save_directory, exist_ok=True)
-    model.config.quantization_config = config_for(model)
+    config = config_for(model)
+    modes = activations_of(model)  # per layer in the weights' metadata
+    packed_layers = [m for m in model.modules() if isinstance(m, GritLinear)]
+    # the folder-wide word only when every packed layer runs it; a mixture lives in the metadata
+    config.activations = "s8" if packed_layers and len(modes) == len(packed_layers) else None
+    model.config.quantization_config = config
     model.config.dtype = str(model.dtype).split(".")[1]
     model.config.architectures = [type(model).__name__]
     if state_dict is None:
@@ -209,7 +216,7 @@ def save_pretrained(model, save_directory, *, max_shard_size=DEFAULT_MAX_SHARD_S
             state_dict[name] = t.untile()
     written = save(state_dict, os.path.join(save_directory, "model.safetensors"),
                    max_shard_size=max_shard_size, load_guard=True,
-                   grade_policy=getattr(model, "grit_grade_policy", None))
+                   grade_policy=getattr(model, "grit_grade_policy", None), activations=modes)
     keep = {os.path.basename(p) for p in written}
     for name in os.listdir(save_directory):  # weight files of an earlier save
         if _is_weight(name) and name.startswith(("model", "pytorch_model")) and name not in keep:

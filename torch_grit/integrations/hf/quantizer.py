@@ -22,7 +22,7 @@ from transformers.core_model_loading import ConversionOps, WeightConverter
 from transformers.quantizers.base import HfQuantizer
 
 from ...checkpoint.format import DTYPES_BY_NAME, PLANE_SUFFIXES
-from ...checkpoint.read import open_layout
+from ...checkpoint.read import activation_modes, open_layout
 from ...checkpoint.safetensors_io import CheckpointError
 from ...contract.check import check
 from ...contract.errors import GritCheckError
@@ -113,6 +113,7 @@ class GritHfQuantizer(HfQuantizer):
         # Every header, index and descriptor is checked here, before any weight is read.
         lay = open_layout(_checkpoint_path(checkpoint_files))
         self._policy = folder.grade_policy_of(lay)
+        recorded = activation_modes(lay)  # {checkpoint module name: "s8"}
         params = dict(model.named_parameters())
         swaps = []
         for name in sorted(lay.packed):
@@ -134,12 +135,24 @@ class GritHfQuantizer(HfQuantizer):
             meta = [torch.empty(n, dtype=torch.uint8, device="meta") for n in u.plane_bytes]
             placeholder = GritTensor(*meta, u.grade.canonical, tuple(u.descriptor.placement),
                                      tuple(u.shape), DTYPES_BY_NAME[u.dtype])
-            swaps.append((owner, GritLinear.from_packed(placeholder, module.bias)))
+            layer = GritLinear.from_packed(placeholder, module.bias)
+            # a grade without an s8 law raises here, naming the layer, before any weight is read
+            layer.set_activations_(self._activations_for(name, recorded), name=owner)
+            swaps.append((owner, layer))
             self._packed[target] = (name, u)
         for owner, layer in swaps:
             parent, _, child = owner.rpartition(".")
             setattr(model.get_submodule(parent) if parent else model, child, layer)
         return model
+
+    def _activations_for(self, name, recorded):
+        """The mode of the layer whose packed weight the folder holds as ``name``: the
+        config's ``activations`` when it says one, else what the folder records."""
+        said = self.quantization_config.activations
+        if said is not None:
+            return said
+        module = name[:-len(".weight")] if name.endswith(".weight") else name
+        return recorded.get(module)
 
     def get_weight_conversions(self):
         out = []
@@ -193,7 +206,7 @@ class GritHfQuantizer(HfQuantizer):
                     return False
                 return fixed is None or handler_for(module).skip_reason(module, fixed, fqn) is None
         reports = quantize_(model, grade, filter_fn=filter_fn, budget_db=budget_db,
-                            candidates=candidates)
+                            candidates=candidates, activations=cfg.activations)
         cfg.modules_to_not_convert = sorted(set(skip) | {r.fqn for r in reports
                                                          if not r.quantized and not named(r.fqn)})
 

@@ -20,7 +20,11 @@ times
     bytes, each 16-row tile's words one vector apart, so the kernels read
     them in place), bfloat16 activations;
   - torch.ops.grit.packed_linear for seed 001's INT4G32 (binary64 scales,
-    products formed in binary64: its own law, no target), bfloat16 activations.
+    products formed in binary64: its own law, no target), bfloat16 activations;
+  - torch.ops.grit.packed_linear_s8 (activations="s8": each row of x packed
+    to int8 blocks, integer block sums, csrc/grit/s8_linear.h) for every
+    grade above with an s8 law, float32 activations (the packing reads x
+    once, so x's dtype costs nothing here).
 
 Every row cycles through a set of layers whose float32 weights total at
 least --min-mb (default 512 MB, more than any last-level cache), so each
@@ -59,6 +63,9 @@ from torch_grit import _C, Grade, ops
 GRADES = ("MXFP4", "NVF4", "Q4KS", "I8S24", "Q8_0", "U4Z_G128", "S8_G128", "S4_G128")
 SPEC = {g: Grade(g).canonical for g in GRADES}
 TILED = ("MXFP4", "NVF4")  # grades with a CPU tile layout row
+S8 = ("MXFP4", "NVF4", "Q4KS", "I8S24", "Q8_0", "U4Z_G128", "S8_G128", "S4_G128")  # activations="s8" rows
+# activations="s8" at batch 1: >= this many times float32 F.linear (and >= bfloat16 F.linear at batch 32)
+S8_TARGET = {"MXFP4": 11.0, "NVF4": 11.0, "Q4KS": 10.0, "I8S24": 10.0, "U4Z_G128": 10.0}
 INT4G = "INT4G32"
 DEFAULT_SHAPES = ("4096x4096", "4096x11008", "11008x4096")  # [out, in]
 BATCHES = (1, 8, 32)
@@ -148,6 +155,8 @@ def bench_shape(n, k, min_bytes, rounds, results):
     for g in TILED:
         wbytes["GRIT %s tiled" % g] = sum(p.numel() for p in tiled[g][0])
     wbytes[INT4G] = sum(p.numel() for p in grit[INT4G][0])
+    for g in S8:
+        wbytes["GRIT %s s8" % g] = wbytes["GRIT " + g]
 
     for m in BATCHES:
         x32 = torch.randn(m, k, generator=gen)
@@ -174,6 +183,10 @@ def bench_shape(n, k, min_bytes, rounds, results):
                 for tl in tiled[g]])
         rows[INT4G] = ("bfloat16", [
             lambda pl=pl: torch.ops.grit.packed_linear(x16, *pl, INT4G, [n, k], None) for pl in grit[INT4G]])
+        for g in S8:
+            rows["GRIT %s s8" % g] = ("float32", [
+                lambda pl=pl, g=SPEC.get(g, g): torch.ops.grit.packed_linear_s8(x32, *pl, g, [n, k], None)
+                for pl in grit[g]])
         med = interleaved_medians({name: calls for name, (_, calls) in rows.items()}, rounds, buf.sum,
                                   probe_times)
         for name, (xdt, _) in rows.items():
@@ -233,6 +246,13 @@ def main():
             for g in GRADES + tuple(g + " tiled" for g in TILED):
                 checks.append(("batch 32, %s no slower than float32 F.linear" % g,
                                ref[(s, 32, "F.linear float32")]["t"] / ref[(s, 32, "GRIT " + g)]["t"], 1.0))
+        for g, want in S8_TARGET.items():
+            checks.append(("batch 1, %s s8 >= %gx float32 F.linear" % (g, want),
+                           f32_1["t"] / ref[(s, 1, "GRIT %s s8" % g)]["t"], want))
+            if (s, 32, "F.linear bfloat16") in ref:
+                checks.append(("batch 32, %s s8 no slower than bfloat16 F.linear" % g,
+                               ref[(s, 32, "F.linear bfloat16")]["t"] / ref[(s, 32, "GRIT %s s8" % g)]["t"],
+                               1.0))
         for what, got, want in checks:
             print("  %-12s %-54s %6.2f (want >= %.2f)  %s"
                   % (s, what, got, want, "met" if got >= want else "MISSED"))

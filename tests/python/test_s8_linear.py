@@ -289,3 +289,33 @@ def test_activation_block():
     assert ops.s8_block(CHANNEL) == 128
     assert ops.s8_block("grit1(e=s8,k0=4096,s0=binary16,esr=ratiomaxabs)") == 256
     assert ops.s8_block("grit1(e=s8,k0=385,s0=binary16,esr=ratiomaxabs)") == 1
+
+
+# Rows wide enough for the AVX-512 kernels' vector paths: whole 16-row tiles
+# whose group terms are gathered 16 (1-byte scales) or 8 (binary16) groups at
+# a time, codes read straight from the data plane (the fused kernel), beside
+# a partial tile that takes the scalar terms.
+WIDE = {"MXFP4": 512, "NVF4": 256, "Q4KS": 512, "U4Z_G32": 512, "U8Z_G32": 512, "Q8_0": 256,
+        "S4_G64": 512, "S8_G128": 1024}
+
+
+@pytest.mark.parametrize("name", sorted(WIDE))
+@pytest.mark.parametrize("planes_from", ("quantize", "random"))
+def test_wide_rows_match_reference_on_every_variant(name, planes_from):
+    shape = (35, WIDE[name])  # two whole tiles and three rows
+    planes = (_planes(name, shape, seed=11) if planes_from == "quantize"
+              else _random_planes(name, shape, seed=12))
+    if planes_from == "random" and name == "NVF4":
+        planes[2] = _planes(name, shape, seed=11)[2]  # a finite tensor scale, or every output is NaN
+    x = torch.randn(6, shape[1], generator=torch.Generator().manual_seed(13)) * 3
+    x[2, : shape[1] // 3] = 0.0
+    bias = torch.randn(shape[0], generator=torch.Generator().manual_seed(14))
+    want = _reference(name, x, planes, shape, bias)
+    assert torch.isfinite(want).float().mean() > 0.5  # the bits compared are mostly numbers
+
+    def check(isa):
+        got = ops.packed_linear_s8(x, planes, _canon(name), shape, bias)
+        assert torch.equal(_bits(got), _bits(want)), (name, planes_from, isa)
+        alone = ops.packed_linear_s8(x[4:5], planes, _canon(name), shape, bias)
+        assert torch.equal(_bits(alone[0]), _bits(want[4])), (name, planes_from, isa)
+    _over_isas(check)

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "grit/decode.h"
@@ -34,6 +35,32 @@ struct S8Tile {
   std::vector<int32_t> zi;     // G * 16
 };
 
+// Values of one scale or zero-point plane read the way the decode reads
+// them: a table for 8-bit stored values, binary16 through a table of all
+// 65536 codes, binary32 as its bits. ok == false: another width (the tile
+// builders then take the core's terms).
+struct S8ValueReader {
+  const uint8_t* p = nullptr;
+  int bytes = 0;
+  bool ok = false;
+  float table[256] = {};
+  const float* wide = nullptr;  // binary16: 65536 values
+  float at(uint64_t i) const {
+    if (bytes == 1) return table[p[i]];
+    if (bytes == 2) return wide[static_cast<uint32_t>(p[2 * i]) | static_cast<uint32_t>(p[2 * i + 1]) << 8];
+    float f;
+    std::memcpy(&f, p + 4 * i, 4);
+    return f;
+  }
+};
+
+// The readers of a weight's scale and zero-point planes, built once per call.
+struct S8Terms {
+  S8ValueReader s0, s1, zp;
+  bool ok = false;  // every plane the grade has has a reader
+};
+void s8_terms_plan(const Grade& g, const Plane planes[4], S8Terms* out);
+
 // Whether this CPU runs the tile path and law L allows it (even blocks, k even).
 bool s8_tile_supported(const s8::Law& L, int64_t k);
 
@@ -45,13 +72,56 @@ void s8_activation(const s8::Law& L, const int8_t* codes, const float* scales, i
 // else the core's weight_row_terms; group terms from the scale planes with
 // the decode's arithmetic (tables for 8-bit formats, binary16, binary32),
 // else from weight_row_terms. Fails only where the core does.
-Status s8_tile_from_planes(const Grade& g, const s8::Law& L, const Plane planes[4], uint64_t numel,
-                           const uint64_t* cursor, int64_t r0, int rows, int64_t k, S8Tile* t);
+Status s8_tile_from_planes(const S8Terms& terms, const Grade& g, const s8::Law& L, const Plane planes[4],
+                           uint64_t numel, const uint64_t* cursor, int64_t r0, int rows, int64_t k, S8Tile* t);
 
 // y[i * ldy + r] for up to 4 activation rows a[0..na) and r < t.rows;
 // bias null or one value per tile row.
 void s8_dot_tile(const s8::Law& L, const S8Activation* const* a, int na, const S8Tile& t, int64_t k,
                  const float* bias, float* y, int64_t ldy);
+
+// Only the group terms (S, O, zi) of a tile, for the fused kernel below,
+// which reads the codes from the data plane itself.
+Status s8_tile_terms(const S8Terms& terms, const Grade& g, const s8::Law& L, const Plane planes[4],
+                     uint64_t numel, const uint64_t* cursor, int64_t r0, int rows, int64_t k, S8Tile* t);
+
+// The same terms with AVX-512 gathers, 16 rows at a time (lane = row), the
+// same operations on the same values; false (nothing written) where it does
+// not apply: a partial tile, or planes it does not read (then
+// s8_tile_terms). Only where s8_fused_plan said yes.
+bool s8_tile_terms_vector(const S8Terms& terms, const Grade& g, const s8::Law& L, int64_t r0, int rows, int64_t k,
+                          S8Tile* t);
+
+// The fused kernel (s8_fused_avx512.cpp): dense 4-bit or 8-bit codes read
+// straight from the row-major data plane, 16 rows' bytes transposed in
+// registers, each code mapped to an offset-binary byte u = c + off >= 0 and
+// multiplied with vpdpbusd (four columns of all 16 rows per instruction);
+// D_b = sum u a - off * A_b is the law's exact integer, so every float step
+// after it is s8_dot_tile's. No per-tile code buffer.
+struct S8Fused {
+  int nibbles = 0;     // 1: 4-bit codes (32 columns per 16 row bytes); 0: bytes
+  int off = 0;         // u = c + off
+  int flip = 0;        // bytes: u = byte ^ 0x80 (codes are the byte as int8); else u = byte
+  uint8_t lut[16] = {};  // nibbles: u for each stored nibble
+};
+
+// Whether the fused kernel takes law L at k columns (AVX-512 VNNI CPU, dense
+// 4-bit or 8-bit codes, whole 16-byte column units, blocks of whole slices).
+bool s8_fused_plan(const s8::Law& L, int64_t k, S8Fused* f);
+
+// One batch row's activation dwords in the order the fused kernel reads them
+// (4-bit: per 8 columns the dword of the columns the low nibbles hold, then
+// the high nibbles'; bytes: 4 columns a dword).
+void s8_fused_activation(const s8::Law& L, const S8Fused& f, const int8_t* codes, int64_t k,
+                         std::vector<int32_t>* quads);
+
+// y[i * ldy + r] for up to 4 activation rows (quads[i], a[i] for sums and
+// scales) and r < t.rows: weight rows r0 .. r0 + t.rows - 1 of `data`
+// (row-major, k codes a row, n rows), t holding their group terms. With
+// `ahead`, the next tile's bytes are prefetched into L2 along the way.
+void s8_fused_tile(const s8::Law& L, const S8Fused& f, const int32_t* const* quads, const S8Activation* const* a,
+                   int na, const S8Tile& t, const uint8_t* data, int64_t r0, int64_t k, int64_t n, bool ahead,
+                   const float* bias, float* y, int64_t ldy);
 
 }  // namespace cpu
 }  // namespace grit

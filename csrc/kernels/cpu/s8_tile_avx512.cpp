@@ -16,25 +16,6 @@ namespace grit {
 namespace cpu {
 namespace {
 
-// Values of one scale or zero-point plane read the way the decode reads
-// them: a table for 8-bit stored values, binary16 through a table of all
-// 65536 codes, binary32 as its bits. ok == false: another width (the caller
-// falls back to the core).
-struct ValueReader {
-  const uint8_t* p = nullptr;
-  int bytes = 0;
-  bool ok = false;
-  float table[256];
-  const float* wide = nullptr;  // binary16: 65536 values
-  float at(uint64_t i) const {
-    if (bytes == 1) return table[p[i]];
-    if (bytes == 2) return wide[static_cast<uint32_t>(p[2 * i]) | static_cast<uint32_t>(p[2 * i + 1]) << 8];
-    float f;
-    std::memcpy(&f, p + 4 * i, 4);
-    return f;
-  }
-};
-
 const float* binary16_values() {
   static const std::vector<float> t = [] {
     std::vector<float> v(65536);
@@ -46,18 +27,18 @@ const float* binary16_values() {
 
 // width: the stored bits per value (the decode's: padded for s0 and zp,
 // dense for s1).
-ValueReader value_reader(fmt_t f, int width, const uint8_t* p, float add = 0.0f) {
-  ValueReader r;
+S8ValueReader value_reader(fmt_t f, int width, const uint8_t* p) {
+  S8ValueReader r;
   r.p = p;
   if (width == 8) {
-    for (uint32_t c = 0; c < 256; ++c) r.table[c] = fmt_decode(f, c) + add;
+    for (uint32_t c = 0; c < 256; ++c) r.table[c] = fmt_decode(f, c);
     r.bytes = 1;
     r.ok = true;
-  } else if (width == 16 && f == kBinary16 && add == 0.0f) {
+  } else if (width == 16 && f == kBinary16) {
     r.wide = binary16_values();
     r.bytes = 2;
     r.ok = true;
-  } else if (width == 32 && f == kBinary32 && add == 0.0f) {
+  } else if (width == 32 && f == kBinary32) {
     r.bytes = 4;
     r.ok = true;
   }
@@ -66,42 +47,75 @@ ValueReader value_reader(fmt_t f, int width, const uint8_t* p, float add = 0.0f)
 
 int padded_width(fmt_t f) { return fmt_width(f) <= 8 ? 8 : fmt_width(f); }
 
+// Value i of a reader whose width is known at compile time.
+template <int kBytes>
+inline float value_at(const S8ValueReader& R, uint64_t i) {
+  if (kBytes == 1) return R.table[R.p[i]];
+  if (kBytes == 2) return R.wide[static_cast<uint32_t>(R.p[2 * i]) | static_cast<uint32_t>(R.p[2 * i + 1]) << 8];
+  float f;
+  std::memcpy(&f, R.p + 4 * i, 4);
+  return f;
+}
+
+// fn(value_at<width>) for a reader's width, chosen once outside the loops.
+template <class Fn>
+inline void with_reader(const S8ValueReader& R, Fn&& fn) {
+  if (R.bytes == 1)
+    fn([&R](uint64_t i) { return value_at<1>(R, i); });
+  else if (R.bytes == 2)
+    fn([&R](uint64_t i) { return value_at<2>(R, i); });
+  else
+    fn([&R](uint64_t i) { return value_at<4>(R, i); });
+}
+
 // The group terms of rows r0 .. r0 + rows - 1 into the tile, as
-// decode_terms_range computes them; false where a plane's width has no reader.
-bool tile_terms(const Grade& g, const s8::Law& L, const Plane planes[4], int64_t r0, int rows, int64_t k,
-                S8Tile* t) {
-  const ValueReader s0 = value_reader(g.scale0, padded_width(g.scale0), planes[1].data);
-  ValueReader s1;
-  if (g.has_l1) s1 = value_reader(g.scale1, fmt_width(g.scale1), planes[2].data);
-  ValueReader zp;
-  if (g.has_zp) zp = value_reader(g.zp, padded_width(g.zp), planes[3].data, 0.0f);
-  if (!s0.ok || (g.has_l1 && !s1.ok) || (g.has_zp && !zp.ok)) return false;
+// decode_terms_range computes them (S = s1 * s0, O = -(s1' * z), zi = z *
+// 2^-qe: the same operations on the same values), one plane at a time so
+// each loop reads one width; false where a plane's width has no reader.
+bool tile_terms(const S8Terms& R, const Grade& g, const s8::Law& L, int64_t r0, int rows, int64_t k, S8Tile* t) {
+  if (!R.ok) return false;
   const int64_t G = k / L.k0;
   const uint64_t per = g.zp_l1 ? 2 : 1;
+  const bool walk = g.k1 != 0;  // k1 = 0: one level-1 group (g1 = 0 throughout)
   const float p2 = std::ldexp(1.0f, -L.qe);
   for (int r = 0; r < rows; ++r) {
-    for (int64_t q = 0; q < G; ++q) {
-      const uint64_t g0 = static_cast<uint64_t>((r0 + r) * G + q);
-      float S = s0.at(g0);
-      uint64_t g1 = 0;
-      if (g.has_l1) {
-        g1 = g.k1 ? g0 / g.k1 : 0;
-        S = s1.at(per * g1) * S;
+    const uint64_t base = static_cast<uint64_t>((r0 + r) * G);
+    float* S_out = t->S.data() + r;
+    float* O_out = t->O.data() + r;
+    int32_t* zi_out = t->zi.data() + r;
+    with_reader(R.s0, [&](auto s0) {
+      for (int64_t q = 0; q < G; ++q) S_out[q * kS8TileRows] = s0(base + static_cast<uint64_t>(q));
+    });
+    // level-1 group of g0 = base + q: g1 = g0 / k1, walked without a division per group
+    const uint64_t g1_first = walk ? base / g.k1 : 0, in1_first = walk ? base % g.k1 : 0;
+    if (g.has_l1)
+      with_reader(R.s1, [&](auto s1) {
+        uint64_t g1 = g1_first, in1 = in1_first;
+        for (int64_t q = 0; q < G; ++q) {
+          S_out[q * kS8TileRows] = s1(per * g1) * S_out[q * kS8TileRows];
+          if (walk && ++in1 == g.k1) in1 = 0, ++g1;
+        }
+      });
+    if (!g.has_zp) continue;
+    with_reader(R.zp, [&](auto zp) {
+      if (g.zp_l1) {
+        with_reader(R.s1, [&](auto s1) {
+          uint64_t g1 = g1_first, in1 = in1_first;
+          for (int64_t q = 0; q < G; ++q) {
+            float z = zp(base + static_cast<uint64_t>(q));
+            if (g.zp_minus1) z = z + 1.0f;
+            O_out[q * kS8TileRows] = -(s1(per * g1 + 1) * z);
+            if (walk && ++in1 == g.k1) in1 = 0, ++g1;
+          }
+        });
+      } else {
+        for (int64_t q = 0; q < G; ++q) {
+          float z = zp(base + static_cast<uint64_t>(q));
+          if (g.zp_minus1) z = z + 1.0f;
+          zi_out[q * kS8TileRows] = static_cast<int32_t>(z * p2);
+        }
       }
-      float O = 0.0f;
-      int32_t zi = 0;
-      if (g.has_zp) {
-        float z = zp.at(g0);
-        if (g.zp_minus1) z = z + 1.0f;
-        if (g.zp_l1)
-          O = -(s1.at(per * g1 + 1) * z);
-        else
-          zi = static_cast<int32_t>(z * p2);
-      }
-      t->S[q * kS8TileRows + r] = S;
-      t->O[q * kS8TileRows + r] = O;
-      t->zi[q * kS8TileRows + r] = zi;
-    }
+    });
   }
   return true;
 }
@@ -129,6 +143,13 @@ bool vnni_cpu() {
 
 }  // namespace
 
+void s8_terms_plan(const Grade& g, const Plane planes[4], S8Terms* out) {
+  out->s0 = value_reader(g.scale0, padded_width(g.scale0), planes[1].data);
+  if (g.has_l1) out->s1 = value_reader(g.scale1, fmt_width(g.scale1), planes[2].data);
+  if (g.has_zp) out->zp = value_reader(g.zp, padded_width(g.zp), planes[3].data);
+  out->ok = out->s0.ok && (!g.has_l1 || out->s1.ok) && (!g.has_zp || out->zp.ok);
+}
+
 bool s8_tile_supported(const s8::Law& L, int64_t k) {
 #if defined(__x86_64__)
   return vnni_cpu() && L.kb % 2 == 0 && k % 2 == 0;
@@ -154,8 +175,8 @@ void s8_activation(const s8::Law& L, const int8_t* codes, const float* scales, i
   out->scales = scales;
 }
 
-Status s8_tile_from_planes(const Grade& g, const s8::Law& L, const Plane planes[4], uint64_t numel,
-                           const uint64_t* cursor, int64_t r0, int rows, int64_t k, S8Tile* t) {
+Status s8_tile_from_planes(const S8Terms& terms, const Grade& g, const s8::Law& L, const Plane planes[4],
+                           uint64_t numel, const uint64_t* cursor, int64_t r0, int rows, int64_t k, S8Tile* t) {
   const int64_t G = k / L.k0;
   t->rows = rows;
   t->pairs.assign(static_cast<size_t>(k / 2 * kS8TileRows), 0);
@@ -164,7 +185,7 @@ Status s8_tile_from_planes(const Grade& g, const s8::Law& L, const Plane planes[
   t->zi.assign(static_cast<size_t>(G * kS8TileRows), 0);
   const exact::Law layout = code_layout(L);
   const bool codes = exact_tile_codes(layout, planes[0].data, planes[3].data, cursor, r0, rows, k, t->pairs.data());
-  if (codes && tile_terms(g, L, planes, r0, rows, k, t)) return Status::Ok();
+  if (codes && tile_terms(terms, g, L, r0, rows, k, t)) return Status::Ok();
   // The core's terms, row by row (any layout, any plane width).
   std::vector<int16_t> c(static_cast<size_t>(k));
   std::vector<float> S(static_cast<size_t>(G)), O(static_cast<size_t>(G));
@@ -178,6 +199,32 @@ Status s8_tile_from_planes(const Grade& g, const s8::Law& L, const Plane planes[
       t->pairs[p * kS8TileRows + r] =
           static_cast<int32_t>(static_cast<uint16_t>(c[2 * p])) |
           static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(c[2 * p + 1])) << 16);
+    for (int64_t q = 0; q < G; ++q) {
+      t->S[q * kS8TileRows + r] = S[q];
+      t->O[q * kS8TileRows + r] = O[q];
+      t->zi[q * kS8TileRows + r] = zi[q];
+    }
+  }
+  return Status::Ok();
+}
+
+Status s8_tile_terms(const S8Terms& terms, const Grade& g, const s8::Law& L, const Plane planes[4],
+                     uint64_t numel, const uint64_t* cursor, int64_t r0, int rows, int64_t k, S8Tile* t) {
+  const int64_t G = k / L.k0;
+  t->rows = rows;
+  t->S.assign(static_cast<size_t>(G * kS8TileRows), 0.0f);
+  t->O.assign(static_cast<size_t>(G * kS8TileRows), 0.0f);
+  t->zi.assign(static_cast<size_t>(G * kS8TileRows), 0);
+  if (tile_terms(terms, g, L, r0, rows, k, t)) return Status::Ok();
+  // The core's terms, row by row (any plane width); the codes it reads are dropped.
+  std::vector<int16_t> c(static_cast<size_t>(k));
+  std::vector<float> S(static_cast<size_t>(G)), O(static_cast<size_t>(G));
+  std::vector<int32_t> zi(static_cast<size_t>(G));
+  for (int r = 0; r < rows; ++r) {
+    uint64_t stored = cursor[r];
+    const Status st = s8::weight_row_terms(g, L, planes, numel, r0 + r, k, &stored, c.data(), S.data(), O.data(),
+                                           zi.data());
+    if (!st.ok()) return st;
     for (int64_t q = 0; q < G; ++q) {
       t->S[q * kS8TileRows + r] = S[q];
       t->O[q * kS8TileRows + r] = O[q];

@@ -68,7 +68,9 @@ at::Tensor packed_linear_s8_cpu(const at::Tensor& x, const at::Tensor& data, con
     at::parallel_for(0, m * B, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, L.kb)), [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; ++r) {
         const int64_t i = r / B, c = r % B;
-        scales[r] = grit::exact::pack_block(xp + i * k + c * L.kb, L.kb, codes.data() + i * k + c * L.kb);
+        const float* xb = xp + i * k + c * L.kb;
+        int8_t* qb = codes.data() + i * k + c * L.kb;
+        if (!grit::cpu::s8_pack_block(xb, L.kb, qb, &scales[r])) scales[r] = grit::exact::pack_block(xb, L.kb, qb);
       }
     });
     // The data-plane cursor of each row start (a prefix of per-row counts for sparse grades).
@@ -131,17 +133,18 @@ at::Tensor packed_linear_s8_cpu(const at::Tensor& x, const at::Tensor& data, con
             failure = st.message;
             return;
           }
-          for (int64_t i = 0; i < m; i += 4) {
-            const int na = static_cast<int>(std::min<int64_t>(4, m - i));
-            const grit::cpu::S8Activation* rowsp[4];
-            const int32_t* qp[4];
-            for (int t = 0; t < 4; ++t) {
-              const int64_t at = i + std::min(t, na - 1);
-              rowsp[t] = &act[at];
-              qp[t] = quads[at].data();
+          // batch rows 8 at a time (each tile's bytes decoded once per 8), then 4, 3, 2 or 1
+          for (int64_t i = 0; i < m;) {
+            const int na = m - i >= 8 ? 8 : static_cast<int>(std::min<int64_t>(4, m - i));
+            const grit::cpu::S8Activation* rowsp[8];
+            const int32_t* qp[8];
+            for (int t = 0; t < na; ++t) {
+              rowsp[t] = &act[i + t];
+              qp[t] = quads[i + t].data();
             }
             grit::cpu::s8_fused_tile(L, fused, qp, rowsp, na, tile, pl[0].data, j0, k, n, i == 0,
                                      bp ? bp + j0 : nullptr, yp + i * n + j0, n);
+            i += na;
           }
           continue;
         }

@@ -319,3 +319,24 @@ def test_wide_rows_match_reference_on_every_variant(name, planes_from):
         alone = ops.packed_linear_s8(x[4:5], planes, _canon(name), shape, bias)
         assert torch.equal(_bits(alone[0]), _bits(want[4])), (name, planes_from, isa)
     _over_isas(check)
+
+
+@pytest.mark.parametrize("name", ("MXFP4", "NVF4", "Q8_0"))
+def test_activation_packing_ties_and_tiny_blocks(name):
+    """Quotients x / s of exactly k + 1/2 round half to even, and blocks whose scale underflows take
+    2^-149, in the vector packing as in the reference (every variant)."""
+    n, k = 17, 256
+    planes = _planes(name, (n, k), seed=21)
+    kb = s8_law(_canon(name))["kb"]
+    row = torch.zeros(k)
+    for b in range(k // kb):  # max|x| = 127 gives s = 1: each x is its own quotient
+        block = torch.tensor([127.0] + [(t % 9) - 4.5 for t in range(kb - 1)])
+        row[b * kb:(b + 1) * kb] = block * (1 if b % 2 else -1)
+    tiny = torch.full((k,), 2.0 ** -140) * torch.linspace(-1, 1, k)  # scales in binary32's subnormals
+    x = torch.stack([row, tiny, row * 0.5])
+    want = _reference(name, x, planes, (n, k))
+
+    def check(isa):
+        got = ops.packed_linear_s8(x, planes, _canon(name), (n, k))
+        assert torch.equal(_bits(got), _bits(want)), (name, isa)
+    _over_isas(check)

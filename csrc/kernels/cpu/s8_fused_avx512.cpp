@@ -254,6 +254,7 @@ void fused_dispatch(const s8::Law& L, const S8Fused& f, const int32_t* const* qu
                     int na, const S8Tile& t, const uint8_t* data, int64_t r0, int64_t k, int64_t n, bool ahead,
                     const float* bias, float* y, int64_t ldy) {
   switch (na) {
+    case 8: return fused_zero<8, kNib>(L, f, quads, a, t, data, r0, k, n, ahead, bias, y, ldy);
     case 4: return fused_zero<4, kNib>(L, f, quads, a, t, data, r0, k, n, ahead, bias, y, ldy);
     case 3: return fused_zero<3, kNib>(L, f, quads, a, t, data, r0, k, n, ahead, bias, y, ldy);
     case 2: return fused_zero<2, kNib>(L, f, quads, a, t, data, r0, k, n, ahead, bias, y, ldy);

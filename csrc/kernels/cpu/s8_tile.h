@@ -61,6 +61,11 @@ struct S8Terms {
 };
 void s8_terms_plan(const Grade& g, const Plane planes[4], S8Terms* out);
 
+// One block of the s8 law's activation packing (exact::pack_block's codes
+// and scale, the same bits) on AVX-512; false (nothing written) where the
+// CPU lacks it or len is not a multiple of 8 (s8_pack_avx512.cpp).
+bool s8_pack_block(const float* x, int64_t len, int8_t* q, float* scale);
+
 // Whether this CPU runs the tile path and law L allows it (even blocks, k even).
 bool s8_tile_supported(const s8::Law& L, int64_t k);
 
@@ -115,7 +120,7 @@ bool s8_fused_plan(const s8::Law& L, int64_t k, S8Fused* f);
 void s8_fused_activation(const s8::Law& L, const S8Fused& f, const int8_t* codes, int64_t k,
                          std::vector<int32_t>* quads);
 
-// y[i * ldy + r] for up to 4 activation rows (quads[i], a[i] for sums and
+// y[i * ldy + r] for na = 1, 2, 3, 4 or 8 activation rows (quads[i], a[i] for sums and
 // scales) and r < t.rows: weight rows r0 .. r0 + t.rows - 1 of `data`
 // (row-major, k codes a row, n rows), t holding their group terms. With
 // `ahead`, the next tile's bytes are prefetched into L2 along the way.

@@ -32,6 +32,10 @@ bool pack_cpu() {
 #include <immintrin.h>
 
 #pragma GCC push_options
+#pragma GCC diagnostic push
+// GCC 12's own intrinsic headers start some vectors from _mm*_undefined_*()
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx2,fma")
 #if defined(__clang__)
 #pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma"))), apply_to = function)
@@ -86,6 +90,7 @@ bool s8_pack_block(const float* x, int64_t len, int8_t* q, float* scale) {
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif
+#pragma GCC diagnostic pop
 #pragma GCC pop_options
 
 #else

@@ -87,3 +87,50 @@ def test_cli_profile(tmp_path, capsys):
     assert set(lines[0]["grades"]) == {"MXFP4", "NVF4"} and lines[-1]["summary"]
     assert src.read_bytes() == before  # writes nothing
     assert main(["profile", str(tmp_path / "missing.safetensors")]) == 3
+
+
+def test_activation_error_is_the_s8_layers_on_the_fixed_probe():
+    """profile(activations="s8"): per grade, the output SQNR of the s8 law against float activations
+    on the same packed weight, which a GritLinear in the mode gives on the same probe."""
+    import math
+    from torch_grit.nn import GritLinear
+    from torch_grit.quantization.profile import PROBE_ROWS
+
+    torch.manual_seed(3)
+    lin = torch.nn.Linear(256, 48, bias=False)
+    grades = ("MXFP4", "NVF4", "Q4KS", "I8S24", "MXFP8")
+    prof = profile({"w": lin.weight.detach()}, grades=grades, activations="s8")
+    assert prof.activations == "s8"
+    x = torch.randn(PROBE_ROWS, 256, generator=torch.Generator().manual_seed(0))
+    for g in grades[:4]:
+        p = prof.tensors[0].previews[g]
+        layer = GritLinear.from_linear(lin, g, activations="s8")
+        with torch.no_grad():
+            y = layer(x).double()
+        ref = x.double() @ layer.weight.dequantize().double().T
+        want = 10 * math.log10(float((ref ** 2).sum()) / float(((y - ref) ** 2).sum()))
+        assert p.activation_sqnr_db == pytest.approx(want, rel=1e-12), g
+        assert 25 < p.activation_sqnr_db < 60, g  # int8 blocks: far below the weight error's noise
+    mx8 = prof.tensors[0].previews[prof.grades[4]]  # named by its canonical string
+    assert mx8.applies and mx8.activation_sqnr_db is None and "no s8 activation law" in mx8.activation_reason
+    table = prof.table()
+    assert "s8 activations: output SQNR dB" in table and "(no s8 law)" in table
+    plain = profile({"w": lin.weight.detach()}, grades=("MXFP4",))
+    assert plain.tensors[0].previews["MXFP4"].activation_sqnr_db is None
+    assert "s8 activations" not in plain.table()
+    with pytest.raises(ValueError, match="activations"):
+        profile({"w": lin.weight.detach()}, activations="s4")
+
+
+def test_cli_profile_activations(tmp_path, capsys):
+    import json
+    from safetensors.torch import save_file
+    from torch_grit.cli import main
+    torch.manual_seed(4)
+    src = tmp_path / "w.safetensors"
+    save_file({"fc.weight": torch.randn(32, 256)}, str(src))
+    assert main(["profile", str(src), "--activations", "s8", "--json"]) == 0
+    line = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert all(isinstance(v["activation_sqnr_db"], float) for v in line["grades"].values())
+    assert main(["profile", str(src), "--activations", "s8"]) == 0
+    assert "s8 activations: output SQNR dB" in capsys.readouterr().out

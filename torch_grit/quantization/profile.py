@@ -9,6 +9,13 @@ absolute error, MSE, SQNR and bytes. The preview is the result, not an
 estimate. Rank-0/1 tensors (biases, norms) are exempt: they stay exact, as
 quantize_ leaves them. The recommendation picks, per tensor, the smallest
 grade within the error budget (a minimum SQNR in dB).
+
+With ``activations="s8"`` each preview also measures what the s8 activation
+law (``GritLinear(..., activations="s8")``) adds: the output SQNR of the
+packed weight run with int8-packed activations against the same packed
+weight with float activations, on a fixed seeded probe (8 rows of N(0, 1)
+inputs, seed 0). It is measured on the real kernel; a grade without an s8 law
+says why instead.
 """
 
 from dataclasses import dataclass, field
@@ -35,6 +42,9 @@ class GradePreview:
     mse: float = 0.0
     sqnr_db: float = float("inf")
     bytes: int = 0
+    # activations="s8": output SQNR of s8 against float activations on the same packed weight
+    activation_sqnr_db: float = None
+    activation_reason: str = ""  # why there is no such figure (the grade has no s8 law)
 
 
 @dataclass
@@ -57,6 +67,7 @@ class Profile:
     tensors: list
     budget_db: float
     grades: tuple
+    activations: str = None  # "s8": previews carry activation_sqnr_db
 
     def totals(self):
         """Per grade: bytes of the packed tensors it applies to plus every exact tensor."""
@@ -78,20 +89,26 @@ class Profile:
         return lines
 
     def table(self):
-        rows = ["| tensor | shape | grade | collapsed | clamped | max abs err | MSE | SQNR dB | bytes |",
-                "|---|---|---|---|---|---|---|---|---|"]
+        act = self.activations == "s8"
+        rows = ["| tensor | shape | grade | collapsed | clamped | max abs err | MSE | SQNR dB | bytes |"
+                + (" s8 activations: output SQNR dB |" if act else ""),
+                "|---|---|---|---|---|---|---|---|---|" + ("---|" if act else "")]
         for t in self.tensors:
             if t.exempt:
-                rows.append("| %s | %s | exact (%s) | 0 | 0 | 0 | 0 | inf | %d |" % (t.name, t.shape, t.exempt, t.source_bytes))
+                rows.append("| %s | %s | exact (%s) | 0 | 0 | 0 | 0 | inf | %d |" % (t.name, t.shape, t.exempt, t.source_bytes)
+                            + (" - |" if act else ""))
                 continue
             for g in self.grades:
                 p = t.previews[g]
                 if not p.applies:
-                    rows.append("| %s | %s | %s | - | - | - | - | - | (%s) |" % (t.name, t.shape, g, p.reason))
+                    rows.append("| %s | %s | %s | - | - | - | - | - | (%s) |" % (t.name, t.shape, g, p.reason)
+                                + (" - |" if act else ""))
                 else:
                     rows.append("| %s | %s | %s%s | %d | %d | %.4g | %.4g | %.2f | %d |" % (
                         t.name, t.shape, g, " *" if t.choice == g else "", p.collapsed, p.clamped,
-                        p.max_abs_err, p.mse, p.sqnr_db, p.bytes))
+                        p.max_abs_err, p.mse, p.sqnr_db, p.bytes)
+                        + ((" %.2f |" % p.activation_sqnr_db if p.activation_sqnr_db is not None
+                            else " (no s8 law) |") if act else ""))
         return "\n".join(rows)
 
 
@@ -120,8 +137,34 @@ def _unit(grade):
     return unit
 
 
-def preview(w, grade):
-    """One tensor, one grade: encode, decode, bounds -> GradePreview."""
+PROBE_ROWS = 8  # the activation probe: rows of N(0, 1), seed 0
+
+
+def _activation_sqnr(grade, planes, decoded, shape):
+    """(output SQNR dB of the s8 law against float activations on the same packed weight, reason)."""
+    from .. import ops
+    from ..contract.codec import s8_law
+
+    try:
+        s8_law(grade.canonical)
+    except ValueError as e:
+        return None, str(e)
+    x = torch.randn(PROBE_ROWS, shape[1], generator=torch.Generator().manual_seed(0))
+    tensors = [torch.from_numpy(np.frombuffer(bytes(p), dtype=np.uint8).copy()) for p in planes]
+    with torch.no_grad():
+        y = ops.packed_linear_s8(x, tensors, grade.canonical, shape).double()
+    ref = x.double() @ torch.from_numpy(decoded).double().view(shape).T
+    ok = torch.isfinite(ref) & torch.isfinite(y)
+    noise = float(((y - ref)[ok] ** 2).sum())
+    signal = float((ref[ok] ** 2).sum())
+    if noise == 0:
+        return float("inf"), ""
+    return (10.0 * float(np.log10(signal / noise)) if signal > 0 else float("-inf")), ""
+
+
+def preview(w, grade, activations=None):
+    """One tensor, one grade: encode, decode, bounds -> GradePreview (``activations="s8"``:
+    with the output error the s8 activation law adds on the fixed probe)."""
     grade = Grade.parse(grade)
     name = short_name(grade)
     v = np.ascontiguousarray(w, dtype=np.float32).reshape(-1)
@@ -137,8 +180,10 @@ def preview(w, grade):
     err = err[finite]
     signal = float(np.sum(v[finite].astype(np.float64) ** 2))
     noise = float(np.sum(err ** 2))
+    act_sqnr, act_reason = (_activation_sqnr(grade, planes, d, (w.shape[0], cols))
+                            if activations == "s8" else (None, ""))
     return GradePreview(
-        grade=name, applies=True,
+        grade=name, applies=True, activation_sqnr_db=act_sqnr, activation_reason=act_reason,
         collapsed=int(np.sum((v != 0) & (d == 0))),
         clamped=int(np.sum(((v < lo) | (v > hi)) & ~masked & finite)),
         max_abs_err=float(np.max(np.abs(err))) if err.size else 0.0,
@@ -154,8 +199,11 @@ def _tensors(model_or_state_dict):
     return model_or_state_dict.items()
 
 
-def profile(model_or_state_dict, grades=CANDIDATES, budget_db=DEFAULT_BUDGET_DB):
-    """Preview every candidate grade on every tensor; writes nothing."""
+def profile(model_or_state_dict, grades=CANDIDATES, budget_db=DEFAULT_BUDGET_DB, activations=None):
+    """Preview every candidate grade on every tensor; writes nothing. ``activations="s8"``
+    adds each preview's output SQNR under the s8 activation law (see the module doc)."""
+    from ..nn.linear import check_activations
+    activations = check_activations(activations)
     grades = tuple(short_name(Grade.parse(g)) for g in grades)
     out = []
     for name, t in _tensors(model_or_state_dict):
@@ -176,8 +224,8 @@ def profile(model_or_state_dict, grades=CANDIDATES, budget_db=DEFAULT_BUDGET_DB)
         tp.nonzero = int(np.count_nonzero(w))
         tp.nonfinite = int(w.size - finite.size)
         for g in grades:
-            tp.previews[g] = preview(w, g)
+            tp.previews[g] = preview(w, g, activations)
         best = pick(tp.previews.values(), budget_db)
         tp.choice = best.grade if best is not None else ""
         out.append(tp)
-    return Profile(out, budget_db, grades)
+    return Profile(out, budget_db, grades, activations)

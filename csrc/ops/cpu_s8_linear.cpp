@@ -6,8 +6,9 @@
 // at a time. Under the avx512 and avx512_bf16 kernel variants on a CPU with
 // VNNI the fused tile kernel runs for dense 4-bit and 8-bit codes (read from
 // the data plane in registers, vpdpbusd), the tile kernel for the rest (codes
-// expanded into the tile buffer, vpdpwssd); otherwise (and for odd blocks)
-// the core's own s8::dot, one output at a time. Either way each output is the law's pure
+// expanded into the tile buffer, vpdpwssd); under the other vector variants
+// the fused kernel's AVX2 copy (vpmaddubsw) takes the dense codes; otherwise
+// (and for odd blocks) the core's own s8::dot, one output at a time. Either way each output is the law's pure
 // function of its row's codes and the weight: the same bits for any thread
 // count, variant or batch composition.
 #include <ATen/ATen.h>
@@ -102,13 +103,15 @@ at::Tensor packed_linear_s8_cpu(const at::Tensor& x, const at::Tensor& data, con
     grit::cpu::S8Terms terms;  // the scale planes' readers, once per call
     grit::cpu::s8_terms_plan(*grade, pl, &terms);
     const bool fuse = tiled && grit::cpu::s8_fused_plan(L, k, &fused);
-    std::vector<grit::cpu::S8Activation> act(tiled ? static_cast<size_t>(m) : 0);
-    std::vector<std::vector<int32_t>> quads(fuse ? static_cast<size_t>(m) : 0);
-    if (tiled)
+    // Without VNNI (the avx2 variant, or AVX-512 without it) the AVX2 copy of the fused kernel.
+    const bool fuse2 = !tiled && isa != grit::cpu::Isa::kScalar && grit::cpu::s8_fused_plan_avx2(L, k, &fused);
+    std::vector<grit::cpu::S8Activation> act(tiled || fuse2 ? static_cast<size_t>(m) : 0);
+    std::vector<std::vector<int32_t>> quads(fuse || fuse2 ? static_cast<size_t>(m) : 0);
+    if (tiled || fuse2)
       at::parallel_for(0, m, 1, [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i) {
           grit::cpu::s8_activation(L, codes.data() + i * k, scales.data() + i * B, k, &act[i]);
-          if (fuse) grit::cpu::s8_fused_activation(L, fused, codes.data() + i * k, k, &quads[i]);
+          if (fuse || fuse2) grit::cpu::s8_fused_activation(L, fused, codes.data() + i * k, k, &quads[i]);
         }
       });
     const uint64_t numel = static_cast<uint64_t>(n * k);
@@ -123,6 +126,27 @@ at::Tensor packed_linear_s8_cpu(const at::Tensor& x, const at::Tensor& data, con
       std::vector<int32_t> zi;
       for (int64_t j0 = b; j0 < e; j0 += kTileRows) {
         const int rows = static_cast<int>(std::min(e, j0 + kTileRows) - j0);
+        if (fuse2) {
+          const grit::Status st =
+              grit::cpu::s8_tile_terms(terms, *grade, L, pl, numel, start.data() + j0, j0, rows, k, &tile);
+          if (!st.ok()) {
+            std::lock_guard<std::mutex> lock(fail_mu);
+            failure = st.message;
+            return;
+          }
+          for (int64_t i = 0; i < m; i += 4) {
+            const int na = static_cast<int>(std::min<int64_t>(4, m - i));
+            const grit::cpu::S8Activation* rowsp[4];
+            const int32_t* qp[4];
+            for (int t = 0; t < na; ++t) {
+              rowsp[t] = &act[i + t];
+              qp[t] = quads[i + t].data();
+            }
+            grit::cpu::s8_fused_tile_avx2(L, fused, qp, rowsp, na, tile, pl[0].data, j0, k, bp ? bp + j0 : nullptr,
+                                          yp + i * n + j0, n);
+          }
+          continue;
+        }
         if (fuse) {
           const grit::Status st =
               grit::cpu::s8_tile_terms_vector(terms, *grade, L, j0, rows, k, &tile)

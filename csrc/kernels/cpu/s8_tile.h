@@ -128,5 +128,16 @@ void s8_fused_tile(const s8::Law& L, const S8Fused& f, const int32_t* const* qua
                    int na, const S8Tile& t, const uint8_t* data, int64_t r0, int64_t k, int64_t n, bool ahead,
                    const float* bias, float* y, int64_t ldy);
 
+// The same fused kernel for AVX2 without VNNI (s8_fused_avx2.cpp): 16-row
+// tiles as two halves of 8 lanes, vpmaddubsw + vpmaddwd for each 4-column
+// step (no int16 sum can saturate: 4-bit codes need hi - lo <= 63, 8-bit
+// codes go in as |c'| with the sign on the activation). Up to 4 batch rows.
+// S8Fused here: off is subtracted as in the AVX-512 kernel (for uint8 codes
+// off = -128 and flip: c' = byte ^ 0x80).
+bool s8_fused_plan_avx2(const s8::Law& L, int64_t k, S8Fused* f);
+void s8_fused_tile_avx2(const s8::Law& L, const S8Fused& f, const int32_t* const* quads,
+                        const S8Activation* const* a, int na, const S8Tile& t, const uint8_t* data, int64_t r0,
+                        int64_t k, const float* bias, float* y, int64_t ldy);
+
 }  // namespace cpu
 }  // namespace grit

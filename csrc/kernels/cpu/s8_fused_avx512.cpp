@@ -91,7 +91,9 @@ void s8_fused_activation(const s8::Law& L, const S8Fused& f, const int8_t* codes
 
 #pragma GCC push_options
 #pragma GCC diagnostic push
+// GCC 12's own intrinsic headers start some vectors from _mm*_undefined_*()
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx2,fma")
 #if defined(__clang__)
 #pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx2,fma"))), apply_to = function)

@@ -166,8 +166,8 @@ at::Tensor packed_linear_s8_cpu(const at::Tensor& x, const at::Tensor& data, con
               rowsp[t] = &act[i + t];
               qp[t] = quads[i + t].data();
             }
-            grit::cpu::s8_fused_tile(L, fused, qp, rowsp, na, tile, pl[0].data, j0, k, n, i == 0,
-                                     bp ? bp + j0 : nullptr, yp + i * n + j0, n);
+            grit::cpu::s8_fused_tile(L, fused, qp, rowsp, na, tile, pl[0].data, pl[3].data, start.data() + j0, j0,
+                                     k, n, i == 0, bp ? bp + j0 : nullptr, yp + i * n + j0, n);
             i += na;
           }
           continue;

@@ -296,7 +296,7 @@ def test_activation_block():
 # a time, codes read straight from the data plane (the fused kernel), beside
 # a partial tile that takes the scalar terms.
 WIDE = {"MXFP4": 512, "NVF4": 256, "Q4KS": 512, "U4Z_G32": 512, "U8Z_G32": 512, "Q8_0": 256,
-        "S4_G64": 512, "S8_G128": 1024}
+        "S4_G64": 512, "S8_G128": 1024, "I8S24": 512}
 
 
 @pytest.mark.parametrize("name", sorted(WIDE))

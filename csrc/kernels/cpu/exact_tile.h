@@ -20,6 +20,18 @@ namespace cpu {
 
 constexpr int kExactTileRows = 16;
 
+// A 2:4 quad's kept positions from its metadata nibble (bits 0-1 and 2-3
+// name them; one position where they agree).
+constexpr uint32_t kept(uint32_t nib) { return (1u << (nib & 3u)) | (1u << ((nib >> 2) & 3u)); }
+// The same for the two quads of a metadata byte: 8 positions.
+struct KeptByte {
+  uint8_t m[256];
+  constexpr KeptByte() : m() {
+    for (uint32_t b = 0; b < 256; ++b) m[b] = static_cast<uint8_t>(kept(b & 15u) | kept(b >> 4) << 4);
+  }
+};
+inline constexpr KeptByte kKept;
+
 // Up to 16 weight rows laid out for exact_dot_tile.
 struct ExactTile {
   int rows = 0;                // valid rows; the others are zero codes with scale 0

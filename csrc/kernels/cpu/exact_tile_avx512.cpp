@@ -137,18 +137,6 @@ void exact_tile_pack(const exact::Law& L, const int16_t* w, const exact::WScale*
 
 namespace {
 
-// A quad's kept positions from its metadata nibble (bits 0-1 and 2-3 name
-// them; one position where they agree).
-constexpr uint32_t kept(uint32_t nib) { return (1u << (nib & 3u)) | (1u << ((nib >> 2) & 3u)); }
-// The same for the two quads of a metadata byte: 8 positions.
-struct KeptByte {
-  uint8_t m[256];
-  constexpr KeptByte() : m() {
-    for (uint32_t b = 0; b < 256; ++b) m[b] = static_cast<uint8_t>(kept(b & 15u) | kept(b >> 4) << 4);
-  }
-};
-constexpr KeptByte kKept;
-
 // 8-bit codes read as int8, dense or 2-of-4 sparse with 2-bit positions: a
 // row's 64 columns at a time, the stored codes expanded into their kept
 // positions (vpexpandb; the others 0), widened to int16 (a column pair per

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/cpu/exact_tile.h"
 #include "kernels/cpu/s8_tile.h"
 
 namespace grit {
@@ -29,9 +30,20 @@ bool fused_cpu() {
 }  // namespace
 
 bool s8_fused_plan(const s8::Law& L, int64_t k, S8Fused* f) {
-  if (!fused_cpu() || L.sp_m != 0 || L.kb <= 0) return false;
+  if (!fused_cpu() || L.kb <= 0) return false;
   S8Fused out;
-  if (L.elem_bits == 4) {
+  if (L.sp_m != 0) {
+    // I8S24's layout: int8 codes, 2 of every 4 kept, 2-bit positions; vpexpandb needs VBMI2
+    static const bool vbmi2 = __builtin_cpu_supports("avx512vbmi2");
+    if (!vbmi2 || L.sp_m != 4 || L.sp_n != 2 || L.sp_meta_bits != 2 || L.elem_bits != 8 || k % 64 != 0 ||
+        L.kb % 4 != 0 || L.zero != s8::kZpNone)
+      return false;
+    for (int c = 0; c < 256; ++c)
+      if (L.code[c] != static_cast<int8_t>(static_cast<uint8_t>(c))) return false;
+    out.sparse = 1;
+    out.flip = 1;
+    out.off = 128;
+  } else if (L.elem_bits == 4) {
     // 16 row bytes = 32 columns a unit, 8 columns a slice
     if (k % 32 != 0 || L.kb % 8 != 0) return false;
     int lo = 0, hi = 0;
@@ -94,10 +106,12 @@ void s8_fused_activation(const s8::Law& L, const S8Fused& f, const int8_t* codes
 // GCC 12's own intrinsic headers start some vectors from _mm*_undefined_*()
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx2,fma")
+#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx512vbmi2,avx2,fma")
 #if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx2,fma"))), apply_to = function)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx512vbmi2,avx2,fma"))), apply_to = function)
 #endif
+
+#include "kernels/cpu/avx512_transpose.h"
 
 namespace grit {
 namespace cpu {
@@ -209,6 +223,80 @@ void fused_rows(const s8::Law& L, const S8Fused& f, const int32_t* const* quads,
           const __m512 sa = _mm512_set1_ps(scales[i][b]);
           acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(sa, O), _mm512_set1_ps(static_cast<float>(sums[i][b])), acc[i]);
         }
+      }
+      ++b;
+    }
+  }
+  const __mmask16 m = static_cast<__mmask16>((1u << t.rows) - 1u);
+  const __m512 nan = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000));
+  const __m512 bv = bias ? _mm512_maskz_loadu_ps(m, bias) : _mm512_setzero_ps();
+  for (int i = 0; i < R; ++i) {
+    __m512 v = bias ? _mm512_add_ps(acc[i], bv) : acc[i];
+    v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), v, nan);
+    _mm512_mask_storeu_ps(y + i * ldy, m, v);
+  }
+}
+
+// I8S24's 2:4 int8 codes (no zero point): per row and 64 columns, the 16
+// metadata nibbles' kept positions (kKept) expand the row's stored codes
+// into their columns in a register (vpexpandb; the others 0, which the law
+// multiplies like any code), and the 16 rows are transposed so lane r holds
+// 4 columns of row r; then the dense 8-bit kernel's steps.
+template <int R>
+void sparse_rows(const s8::Law& L, const int32_t* const* quads, const S8Activation* const* a, const S8Tile& t,
+                 const uint8_t* data, const uint8_t* meta, const uint64_t* cursor, int64_t r0, int64_t k,
+                 const float* bias, float* y, int64_t ldy) {
+  constexpr int64_t kSliceCols = 4;
+  const int64_t per = L.k0 / L.kb, slices_per_block = L.kb / kSliceCols, quads_per_row = k / 4;
+  const __m512 p2 = _mm512_set1_ps(std::ldexp(1.0f, L.qe));
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  uint64_t at[16];
+  const uint8_t* mrow[16];
+  for (int r = 0; r < 16; ++r) {
+    const int rr = r < t.rows ? r : t.rows - 1;  // rows past the tile repeat its last
+    at[r] = cursor[rr];
+    mrow[r] = meta + (r0 + rr) * quads_per_row / 2;  // quads_per_row is a multiple of 16
+  }
+  const int32_t* qa[R];
+  const int32_t* sums[R];
+  const float* scales[R];
+  __m512 acc[R];
+  __m512i D[R];
+  for (int i = 0; i < R; ++i) {
+    qa[i] = quads[i];
+    sums[i] = a[i]->sums.data();
+    scales[i] = a[i]->scales;
+    acc[i] = _mm512_setzero_ps();
+    D[i] = _mm512_setzero_si512();
+  }
+  int64_t left = slices_per_block, b = 0;
+  for (int64_t c0 = 0; c0 < k; c0 += 64) {
+    __m512i v[16];
+    for (int r = 0; r < 16; ++r) {
+      const uint8_t* mb = mrow[r] + c0 / 8;  // 8 metadata bytes: 16 quads
+      uint64_t keep = 0;
+      for (int i = 0; i < 8; ++i) keep |= static_cast<uint64_t>(kKept.m[mb[i]]) << (8 * i);
+      const int kept_n = __builtin_popcountll(keep);
+      const __mmask64 run = kept_n == 64 ? ~uint64_t{0} : (uint64_t{1} << kept_n) - 1u;
+      // the stored codes loaded, then expanded in a register (the memory form is slow on some cores)
+      v[r] = _mm512_maskz_expand_epi8(keep, _mm512_maskz_loadu_epi8(run, data + at[r]));
+      at[r] += static_cast<uint64_t>(kept_n);
+    }
+    transpose16(v);  // v[j] lane r: columns c0 + 4j .. c0 + 4j + 3 of row r
+    for (int j = 0; j < 16; ++j) {
+      const int64_t s = c0 / 4 + j;
+      const __m512i ub = _mm512_xor_si512(v[j], flip);
+      for (int i = 0; i < R; ++i) D[i] = _mm512_dpbusd_epi32(D[i], ub, _mm512_set1_epi32(qa[i][s]));
+      if (--left != 0) continue;
+      left = slices_per_block;
+      const int64_t g = b / per;
+      const __m512 S = _mm512_loadu_ps(t.S.data() + g * kS8TileRows);
+      for (int i = 0; i < R; ++i) {
+        const __m512i d = _mm512_sub_epi32(D[i], _mm512_set1_epi32(128 * sums[i][b]));
+        const __m512 sa = _mm512_set1_ps(scales[i][b]);
+        const __m512 P = _mm512_mul_ps(_mm512_cvtepi32_ps(d), p2);
+        acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(sa, S), P, acc[i]);
+        D[i] = _mm512_setzero_si512();
       }
       ++b;
     }
@@ -368,8 +456,17 @@ bool s8_tile_terms_vector(const S8Terms& R, const Grade& g, const s8::Law& L, in
 }
 
 void s8_fused_tile(const s8::Law& L, const S8Fused& f, const int32_t* const* quads, const S8Activation* const* a,
-                   int na, const S8Tile& t, const uint8_t* data, int64_t r0, int64_t k, int64_t n, bool ahead,
-                   const float* bias, float* y, int64_t ldy) {
+                   int na, const S8Tile& t, const uint8_t* data, const uint8_t* meta, const uint64_t* cursor,
+                   int64_t r0, int64_t k, int64_t n, bool ahead, const float* bias, float* y, int64_t ldy) {
+  if (f.sparse) {
+    switch (na) {
+      case 8: return sparse_rows<8>(L, quads, a, t, data, meta, cursor, r0, k, bias, y, ldy);
+      case 4: return sparse_rows<4>(L, quads, a, t, data, meta, cursor, r0, k, bias, y, ldy);
+      case 3: return sparse_rows<3>(L, quads, a, t, data, meta, cursor, r0, k, bias, y, ldy);
+      case 2: return sparse_rows<2>(L, quads, a, t, data, meta, cursor, r0, k, bias, y, ldy);
+      default: return sparse_rows<1>(L, quads, a, t, data, meta, cursor, r0, k, bias, y, ldy);
+    }
+  }
   if (f.nibbles)
     fused_dispatch<true>(L, f, quads, a, na, t, data, r0, k, n, ahead, bias, y, ldy);
   else
@@ -390,7 +487,8 @@ void s8_fused_tile(const s8::Law& L, const S8Fused& f, const int32_t* const* qua
 namespace grit {
 namespace cpu {
 void s8_fused_tile(const s8::Law&, const S8Fused&, const int32_t* const*, const S8Activation* const*, int,
-                   const S8Tile&, const uint8_t*, int64_t, int64_t, int64_t, bool, const float*, float*, int64_t) {}
+                   const S8Tile&, const uint8_t*, const uint8_t*, const uint64_t*, int64_t, int64_t, int64_t, bool,
+                   const float*, float*, int64_t) {}
 bool s8_tile_terms_vector(const S8Terms&, const Grade&, const s8::Law&, int64_t, int, int64_t, S8Tile*) {
   return false;
 }

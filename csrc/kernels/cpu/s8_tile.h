@@ -105,13 +105,15 @@ bool s8_tile_terms_vector(const S8Terms& terms, const Grade& g, const s8::Law& L
 // after it is s8_dot_tile's. No per-tile code buffer.
 struct S8Fused {
   int nibbles = 0;     // 1: 4-bit codes (32 columns per 16 row bytes); 0: bytes
+  int sparse = 0;      // 1: int8 codes 2:4 sparse with 2-bit positions (I8S24's layout), expanded in registers
   int off = 0;         // u = c + off
   int flip = 0;        // bytes: u = byte ^ 0x80 (codes are the byte as int8); else u = byte
   uint8_t lut[16] = {};  // nibbles: u for each stored nibble
 };
 
 // Whether the fused kernel takes law L at k columns (AVX-512 VNNI CPU, dense
-// 4-bit or 8-bit codes, whole 16-byte column units, blocks of whole slices).
+// 4-bit or 8-bit codes, whole 16-byte column units, blocks of whole slices;
+// or I8S24's 2:4 int8 codes at k a multiple of 64 on a CPU with VBMI2).
 bool s8_fused_plan(const s8::Law& L, int64_t k, S8Fused* f);
 
 // One batch row's activation dwords in the order the fused kernel reads them
@@ -124,9 +126,11 @@ void s8_fused_activation(const s8::Law& L, const S8Fused& f, const int8_t* codes
 // scales) and r < t.rows: weight rows r0 .. r0 + t.rows - 1 of `data`
 // (row-major, k codes a row, n rows), t holding their group terms. With
 // `ahead`, the next tile's bytes are prefetched into L2 along the way.
+// Sparse codes: `meta` is the aux plane, cursor[r] the data-plane index of
+// row r0 + r's first stored code.
 void s8_fused_tile(const s8::Law& L, const S8Fused& f, const int32_t* const* quads, const S8Activation* const* a,
-                   int na, const S8Tile& t, const uint8_t* data, int64_t r0, int64_t k, int64_t n, bool ahead,
-                   const float* bias, float* y, int64_t ldy);
+                   int na, const S8Tile& t, const uint8_t* data, const uint8_t* meta, const uint64_t* cursor,
+                   int64_t r0, int64_t k, int64_t n, bool ahead, const float* bias, float* y, int64_t ldy);
 
 // The same fused kernel for AVX2 without VNNI (s8_fused_avx2.cpp): 16-row
 // tiles as two halves of 8 lanes, vpmaddubsw + vpmaddwd for each 4-column

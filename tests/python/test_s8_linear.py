@@ -307,7 +307,7 @@ def test_wide_rows_match_reference_on_every_variant(name, planes_from):
               else _random_planes(name, shape, seed=12))
     if planes_from == "random" and name == "NVF4":
         planes[2] = _planes(name, shape, seed=11)[2]  # a finite tensor scale, or every output is NaN
-    x = torch.randn(6, shape[1], generator=torch.Generator().manual_seed(13)) * 3
+    x = torch.randn(11, shape[1], generator=torch.Generator().manual_seed(13)) * 3  # 8 rows a pass, then 3
     x[2, : shape[1] // 3] = 0.0
     bias = torch.randn(shape[0], generator=torch.Generator().manual_seed(14))
     want = _reference(name, x, planes, shape, bias)
@@ -339,4 +339,24 @@ def test_activation_packing_ties_and_tiny_blocks(name):
     def check(isa):
         got = ops.packed_linear_s8(x, planes, _canon(name), (n, k))
         assert torch.equal(_bits(got), _bits(want)), (name, isa)
+    _over_isas(check)
+
+
+# 4-bit codes packed high nibble first (po=msb): the kernels' nibble order swapped, on random planes
+MSB = ("grit1(e=e2m1,k0=32,s0=e8m0,po=msb,esr=exp2floormaxabs)",
+       "grit1(e=u4,k0=32,s0=binary16,zp=u4,po=msb,esr=affineminmax)")
+
+
+@pytest.mark.parametrize("grade", MSB)
+@pytest.mark.parametrize("k", (96, 512))
+def test_msb_first_nibbles(grade, k):
+    shape = (35, k)
+    planes = _random_planes(grade, shape, seed=31)
+    x = torch.randn(6, k, generator=torch.Generator().manual_seed(32))
+    want = _reference(grade, x, planes, shape)
+    assert torch.isfinite(want).float().mean() > 0.3  # random binary16 scales: some rows meet a NaN
+
+    def check(isa):
+        got = ops.packed_linear_s8(x, planes, grade, shape)
+        assert torch.equal(_bits(got), _bits(want)), (grade, k, isa)
     _over_isas(check)

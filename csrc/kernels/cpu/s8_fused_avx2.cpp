@@ -18,8 +18,10 @@ namespace cpu {
 
 bool s8_fused_plan_avx2(const s8::Law& L, int64_t k, S8Fused* f) {
 #if defined(__x86_64__)
-  __builtin_cpu_init();
-  static const bool cpu = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  static const bool cpu = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  }();
   if (!cpu || L.sp_m != 0 || L.kb <= 0) return false;
   S8Fused out;
   if (L.elem_bits == 4) {
@@ -201,7 +203,7 @@ template <bool kNib>
 void fused_rows_n(const s8::Law& L, const S8Fused& f, const int32_t* const* quads, const S8Activation* const* a,
                   int na, const S8Tile& t, const uint8_t* data, int64_t r0, int64_t k, const float* bias, float* y,
                   int64_t ldy) {
-  switch (na) {
+  switch (na) {  // the caller passes 1-4
     case 4: return fused_tile<4, kNib>(L, f, quads, a, t, data, r0, k, bias, y, ldy);
     case 3: return fused_tile<3, kNib>(L, f, quads, a, t, data, r0, k, bias, y, ldy);
     case 2: return fused_tile<2, kNib>(L, f, quads, a, t, data, r0, k, bias, y, ldy);

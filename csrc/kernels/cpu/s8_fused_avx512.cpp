@@ -17,10 +17,12 @@ namespace {
 
 bool fused_cpu() {
 #if defined(__x86_64__)
-  __builtin_cpu_init();
-  static const bool cpu = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
-                          __builtin_cpu_supports("avx512vnni");
+  static const bool cpu = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512vnni");
+  }();
   return cpu;
 #else
   return false;
@@ -387,6 +389,8 @@ bool s8_tile_terms_vector(const S8Terms& R, const Grade& g, const s8::Law& L, in
   // (zps=l1) per power-of-two k1, zero points of 1 byte
   const bool s0_ok = (R.s0.bytes == 1 && G % 16 == 0) || (R.s0.bytes == 2 && G % 8 == 0);
   const bool pairs = g.has_l1 && g.k1 != 0;
+  // group indices are formed in int32 lanes: the tile's last row * G must fit
+  if (static_cast<int64_t>(r0 + kS8TileRows) * G >= (int64_t{1} << 31)) return false;
   const bool s1_ok = !g.has_l1 || g.k1 == 0 ||
                      (g.zp_l1 && R.s1.bytes == 2 && (g.k1 & (g.k1 - 1)) == 0 && G % g.k1 == 0);
   const bool zp_ok = !g.has_zp || (R.zp.bytes == 1 && G % 16 == 0);
@@ -466,6 +470,11 @@ void s8_fused_tile(const s8::Law& L, const S8Fused& f, const int32_t* const* qua
       case 2: return sparse_rows<2>(L, quads, a, t, data, meta, cursor, r0, k, bias, y, ldy);
       default: return sparse_rows<1>(L, quads, a, t, data, meta, cursor, r0, k, bias, y, ldy);
     }
+  }
+  if (na > 4 && na < 8) {  // 5-7 rows: four, then the rest
+    s8_fused_tile(L, f, quads, a, 4, t, data, meta, cursor, r0, k, n, ahead, bias, y, ldy);
+    return s8_fused_tile(L, f, quads + 4, a + 4, na - 4, t, data, meta, cursor, r0, k, n, false, bias, y + 4 * ldy,
+                         ldy);
   }
   if (f.nibbles)
     fused_dispatch<true>(L, f, quads, a, na, t, data, r0, k, n, ahead, bias, y, ldy);

@@ -15,9 +15,11 @@ namespace {
 
 bool pack_cpu() {
 #if defined(__x86_64__)
-  __builtin_cpu_init();
-  static const bool cpu = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512vl");
+  static const bool cpu = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl");
+  }();
   return cpu;
 #else
   return false;

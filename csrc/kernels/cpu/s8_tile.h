@@ -122,7 +122,7 @@ bool s8_fused_plan(const s8::Law& L, int64_t k, S8Fused* f);
 void s8_fused_activation(const s8::Law& L, const S8Fused& f, const int8_t* codes, int64_t k,
                          std::vector<int32_t>* quads);
 
-// y[i * ldy + r] for na = 1, 2, 3, 4 or 8 activation rows (quads[i], a[i] for sums and
+// y[i * ldy + r] for na = 1 to 8 activation rows (5-7 run as 4 and the rest) (quads[i], a[i] for sums and
 // scales) and r < t.rows: weight rows r0 .. r0 + t.rows - 1 of `data`
 // (row-major, k codes a row, n rows), t holding their group terms. With
 // `ahead`, the next tile's bytes are prefetched into L2 along the way.

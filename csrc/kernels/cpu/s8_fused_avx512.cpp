@@ -398,11 +398,13 @@ bool s8_tile_terms_vector(const S8Terms& R, const Grade& g, const s8::Law& L, in
     return false;
   t->rows = rows;
   t->S.resize(static_cast<size_t>(G * kS8TileRows));
-  t->O.resize(static_cast<size_t>(G * kS8TileRows));
-  t->zi.resize(static_cast<size_t>(G * kS8TileRows));
+  if (g.has_zp) {  // without a zero point the kernels never read O and zi
+    t->O.resize(static_cast<size_t>(G * kS8TileRows));
+    t->zi.resize(static_cast<size_t>(G * kS8TileRows));
+  }
   float* S = t->S.data();
-  float* O = t->O.data();
-  int32_t* zi = t->zi.data();
+  float* O = g.has_zp ? t->O.data() : nullptr;
+  int32_t* zi = g.has_zp ? t->zi.data() : nullptr;
   // s0
   for (int64_t q0 = 0; q0 < G; q0 += (R.s0.bytes == 1 ? 16 : 8)) {
     __m512 v[16];
@@ -439,11 +441,7 @@ bool s8_tile_terms_vector(const S8Terms& R, const Grade& g, const s8::Law& L, in
       dmin = _mm512_i32gather_ps(_mm512_srli_epi32(word, 16), R.s1.wide, 4);
     }
     if (g.has_l1) _mm512_storeu_ps(S + q * kS8TileRows, _mm512_mul_ps(d, _mm512_loadu_ps(S + q * kS8TileRows)));
-    if (!g.has_zp) {
-      _mm512_storeu_ps(O + q * kS8TileRows, _mm512_setzero_ps());
-      _mm512_storeu_si512(zi + q * kS8TileRows, _mm512_setzero_si512());
-      continue;
-    }
+    if (!g.has_zp) continue;
     if (q % 16 == 0) byte_terms(R.zp.p, r0, G, q, R.zp.table, z);
     __m512 zq = z[q % 16];
     if (g.zp_minus1) zq = _mm512_add_ps(zq, one);

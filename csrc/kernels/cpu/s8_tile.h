@@ -93,7 +93,8 @@ Status s8_tile_terms(const S8Terms& terms, const Grade& g, const s8::Law& L, con
 // The same terms with AVX-512 gathers, 16 rows at a time (lane = row), the
 // same operations on the same values; false (nothing written) where it does
 // not apply: a partial tile, or planes it does not read (then
-// s8_tile_terms). Only where s8_fused_plan said yes.
+// s8_tile_terms). Without a zero point O and zi are left as they were (no
+// kernel reads them then). Only where s8_fused_plan said yes.
 bool s8_tile_terms_vector(const S8Terms& terms, const Grade& g, const s8::Law& L, int64_t r0, int rows, int64_t k,
                           S8Tile* t);
 

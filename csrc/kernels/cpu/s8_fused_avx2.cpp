@@ -118,7 +118,7 @@ void fused_half(const s8::Law& L, const S8Fused& f, const int32_t* const* quads,
     D[i] = _mm256_setzero_si256();
   }
   const int64_t units = k / kUnitCols;
-  int64_t left = slices_per_block, b = 0;
+  int64_t left = slices_per_block, b = 0, g = 0, in_g = 0;  // block b lies in group g = b / per
   for (int64_t u = 0; u < units; ++u) {
     __m256i w[4];
     load_unit8(row, u * 16, w);
@@ -142,7 +142,6 @@ void fused_half(const s8::Law& L, const S8Fused& f, const int32_t* const* quads,
       }
       if (--left != 0) continue;
       left = slices_per_block;
-      const int64_t g = b / per;
       const __m256 S = _mm256_loadu_ps(t.S.data() + g * kS8TileRows + 8 * h);
       __m256i zi = _mm256_setzero_si256();
       if (kZero == s8::kZpShared)
@@ -164,6 +163,7 @@ void fused_half(const s8::Law& L, const S8Fused& f, const int32_t* const* quads,
         }
       }
       ++b;
+      if (++in_g == per) in_g = 0, ++g;
     }
   }
   // rows 8h .. 8h + 7 of the tile; lanes past t.rows are not stored

@@ -178,7 +178,7 @@ void fused_rows(const s8::Law& L, const S8Fused& f, const int32_t* const* quads,
     D[i] = _mm512_setzero_si512();
   }
   const int64_t units = k / kUnitCols;
-  int64_t left = slices_per_block, b = 0;
+  int64_t left = slices_per_block, b = 0, g = 0, in_g = 0;  // block b lies in group g = b / per
   for (int64_t u = 0; u < units; ++u) {
     if ((u & 3) == 0 && u + 16 < units)  // four units a cache line: the line 16 units ahead
       for (int r = 0; r < 16; ++r) _mm_prefetch(reinterpret_cast<const char*>(rows.at(r, (u + 16) * 16)), _MM_HINT_T0);
@@ -206,7 +206,6 @@ void fused_rows(const s8::Law& L, const S8Fused& f, const int32_t* const* quads,
       if (--left != 0) continue;
       // Block b ends here: the law's steps, as s8_dot_tile takes them.
       left = slices_per_block;
-      const int64_t g = b / per;
       const __m512 S = _mm512_loadu_ps(t.S.data() + g * kS8TileRows);
       __m512i zi = _mm512_setzero_si512();
       if (kZero == s8::kZpShared) zi = _mm512_loadu_si512(t.zi.data() + g * kS8TileRows);
@@ -227,6 +226,7 @@ void fused_rows(const s8::Law& L, const S8Fused& f, const int32_t* const* quads,
         }
       }
       ++b;
+      if (++in_g == per) in_g = 0, ++g;
     }
   }
   const __mmask16 m = static_cast<__mmask16>((1u << t.rows) - 1u);
@@ -271,7 +271,7 @@ void sparse_rows(const s8::Law& L, const int32_t* const* quads, const S8Activati
     acc[i] = _mm512_setzero_ps();
     D[i] = _mm512_setzero_si512();
   }
-  int64_t left = slices_per_block, b = 0;
+  int64_t left = slices_per_block, b = 0, g = 0, in_g = 0;  // block b lies in group g = b / per
   for (int64_t c0 = 0; c0 < k; c0 += 64) {
     __m512i v[16];
     for (int r = 0; r < 16; ++r) {
@@ -291,7 +291,6 @@ void sparse_rows(const s8::Law& L, const int32_t* const* quads, const S8Activati
       for (int i = 0; i < R; ++i) D[i] = _mm512_dpbusd_epi32(D[i], ub, _mm512_set1_epi32(qa[i][s]));
       if (--left != 0) continue;
       left = slices_per_block;
-      const int64_t g = b / per;
       const __m512 S = _mm512_loadu_ps(t.S.data() + g * kS8TileRows);
       for (int i = 0; i < R; ++i) {
         const __m512i d = _mm512_sub_epi32(D[i], _mm512_set1_epi32(128 * sums[i][b]));
@@ -301,6 +300,7 @@ void sparse_rows(const s8::Law& L, const int32_t* const* quads, const S8Activati
         D[i] = _mm512_setzero_si512();
       }
       ++b;
+      if (++in_g == per) in_g = 0, ++g;
     }
   }
   const __mmask16 m = static_cast<__mmask16>((1u << t.rows) - 1u);

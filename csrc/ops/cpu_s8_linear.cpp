@@ -118,6 +118,12 @@ at::Tensor packed_linear_s8_cpu(const at::Tensor& x, const at::Tensor& data, con
     std::mutex fail_mu;
     std::string failure;
     const int64_t grain = std::max<int64_t>(kTileRows, (int64_t{1} << 15) / std::max<int64_t>(1, k * m));
+    auto failed = [&](const grit::Status& st) {  // the first failure is reported; the chunk stops
+      if (st.ok()) return false;
+      std::lock_guard<std::mutex> lock(fail_mu);
+      failure = st.message;
+      return true;
+    };
     at::parallel_for(0, n, grain, [&](int64_t b, int64_t e) {
       grit::cpu::S8Tile tile;
       const int64_t G = k / L.k0;
@@ -129,11 +135,7 @@ at::Tensor packed_linear_s8_cpu(const at::Tensor& x, const at::Tensor& data, con
         if (fuse2) {
           const grit::Status st =
               grit::cpu::s8_tile_terms(terms, *grade, L, pl, numel, start.data() + j0, j0, rows, k, &tile);
-          if (!st.ok()) {
-            std::lock_guard<std::mutex> lock(fail_mu);
-            failure = st.message;
-            return;
-          }
+          if (failed(st)) return;
           for (int64_t i = 0; i < m; i += 4) {
             const int na = static_cast<int>(std::min<int64_t>(4, m - i));
             const grit::cpu::S8Activation* rowsp[4];
@@ -152,11 +154,7 @@ at::Tensor packed_linear_s8_cpu(const at::Tensor& x, const at::Tensor& data, con
               grit::cpu::s8_tile_terms_vector(terms, *grade, L, j0, rows, k, &tile)
                   ? grit::Status::Ok()
                   : grit::cpu::s8_tile_terms(terms, *grade, L, pl, numel, start.data() + j0, j0, rows, k, &tile);
-          if (!st.ok()) {
-            std::lock_guard<std::mutex> lock(fail_mu);
-            failure = st.message;
-            return;
-          }
+          if (failed(st)) return;
           // batch rows 8 at a time (each tile's bytes decoded once per 8), then 4, 3, 2 or 1
           for (int64_t i = 0; i < m;) {
             const int na = m - i >= 8 ? 8 : static_cast<int>(std::min<int64_t>(4, m - i));
@@ -175,11 +173,7 @@ at::Tensor packed_linear_s8_cpu(const at::Tensor& x, const at::Tensor& data, con
         if (tiled) {
           const grit::Status st =
               grit::cpu::s8_tile_from_planes(terms, *grade, L, pl, numel, start.data() + j0, j0, rows, k, &tile);
-          if (!st.ok()) {
-            std::lock_guard<std::mutex> lock(fail_mu);
-            failure = st.message;
-            return;
-          }
+          if (failed(st)) return;
           for (int64_t i = 0; i < m; i += 4) {
             const int na = static_cast<int>(std::min<int64_t>(4, m - i));
             const grit::cpu::S8Activation* rowsp[4] = {&act[i], &act[i + (na > 1)], &act[i + 2 * (na > 2)],
@@ -196,11 +190,7 @@ at::Tensor packed_linear_s8_cpu(const at::Tensor& x, const at::Tensor& data, con
           uint64_t stored = start[j];
           const grit::Status st =
               grit::s8::weight_row_terms(*grade, L, pl, numel, j, k, &stored, c.data(), S.data(), O.data(), zi.data());
-          if (!st.ok()) {
-            std::lock_guard<std::mutex> lock(fail_mu);
-            failure = st.message;
-            return;
-          }
+          if (failed(st)) return;
           for (int64_t i = 0; i < m; ++i)
             yp[i * n + j] = grit::s8::dot(L, codes.data() + i * k, scales.data() + i * B, c.data(), S.data(),
                                           O.data(), zi.data(), k, bp ? bp + j : nullptr);

@@ -156,29 +156,79 @@ inline void load_unit(const Rows<kAffine>& rows, int64_t off, __m512i out[4]) {
   out[3] = _mm512_unpackhi_epi64(t1, t3);
 }
 
-template <int R, bool kNib, int kZero, bool kAffine>
-void fused_rows(const s8::Law& L, const S8Fused& f, const int32_t* const* quads, const S8Activation* const* a,
-                const S8Tile& t, const Rows<kAffine>& rows, int64_t k, const float* bias, float* y, int64_t ldy,
-                const uint8_t* next, int64_t next_bytes) {
-  constexpr int64_t kUnitCols = kNib ? 32 : 16, kSliceCols = kUnitCols / 4;
-  const int64_t per = L.k0 / L.kb, slices_per_block = L.kb / kSliceCols;
-  const __m512 p2 = _mm512_set1_ps(std::ldexp(1.0f, L.qe));
-  const __m512i lut = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(f.lut)));
-  const __m512i nib = _mm512_set1_epi8(0x0F), flip = _mm512_set1_epi8(static_cast<char>(0x80));
+// R batch rows over one tile: their activation words, block sums and
+// scales, the integer block sums D (lane = weight row) and the law's
+// accumulators; finish() takes block b's steps as s8_dot_tile does, store()
+// the bias, the canonical NaN and the tile's rows.
+template <int R, int kZero>
+struct Batch {
   const int32_t* qa[R];
   const int32_t* sums[R];
   const float* scales[R];
   __m512 acc[R];
   __m512i D[R];
-  for (int i = 0; i < R; ++i) {
-    qa[i] = quads[i];
-    sums[i] = a[i]->sums.data();
-    scales[i] = a[i]->scales;
-    acc[i] = _mm512_setzero_ps();
-    D[i] = _mm512_setzero_si512();
+  __m512 p2;
+  int64_t b = 0, g = 0, in_g = 0, per;  // block b lies in group g = b / per
+
+  Batch(const s8::Law& L, const int32_t* const* quads, const S8Activation* const* a)
+      : p2(_mm512_set1_ps(std::ldexp(1.0f, L.qe))), per(L.k0 / L.kb) {
+    for (int i = 0; i < R; ++i) {
+      qa[i] = quads[i];
+      sums[i] = a[i]->sums.data();
+      scales[i] = a[i]->scales;
+      acc[i] = _mm512_setzero_ps();
+      D[i] = _mm512_setzero_si512();
+    }
   }
+
+  // Block b ends: D_b = D - off * A_b (- zi * A_b), then the law's products and FMAs.
+  void finish(const S8Tile& t, int32_t off) {
+    const __m512 S = _mm512_loadu_ps(t.S.data() + g * kS8TileRows);
+    __m512i zi = _mm512_setzero_si512();
+    if (kZero == s8::kZpShared) zi = _mm512_loadu_si512(t.zi.data() + g * kS8TileRows);
+    for (int i = 0; i < R; ++i) {
+      const int32_t A = sums[i][b];
+      __m512i d = _mm512_sub_epi32(D[i], _mm512_set1_epi32(off * A));
+      if (kZero == s8::kZpShared) d = _mm512_sub_epi32(d, _mm512_mullo_epi32(zi, _mm512_set1_epi32(A)));
+      const __m512 sa = _mm512_set1_ps(scales[i][b]);
+      const __m512 P = _mm512_mul_ps(_mm512_cvtepi32_ps(d), p2);
+      acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(sa, S), P, acc[i]);
+      D[i] = _mm512_setzero_si512();
+    }
+    if (kZero == s8::kZpOffset) {
+      const __m512 O = _mm512_loadu_ps(t.O.data() + g * kS8TileRows);
+      for (int i = 0; i < R; ++i) {
+        const __m512 sa = _mm512_set1_ps(scales[i][b]);
+        acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(sa, O), _mm512_set1_ps(static_cast<float>(sums[i][b])), acc[i]);
+      }
+    }
+    ++b;
+    if (++in_g == per) in_g = 0, ++g;
+  }
+
+  void store(const S8Tile& t, const float* bias, float* y, int64_t ldy) const {
+    const __mmask16 m = static_cast<__mmask16>((1u << t.rows) - 1u);
+    const __m512 nan = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000));
+    const __m512 bv = bias ? _mm512_maskz_loadu_ps(m, bias) : _mm512_setzero_ps();
+    for (int i = 0; i < R; ++i) {
+      __m512 v = bias ? _mm512_add_ps(acc[i], bv) : acc[i];
+      v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), v, nan);
+      _mm512_mask_storeu_ps(y + i * ldy, m, v);
+    }
+  }
+};
+
+template <int R, bool kNib, int kZero, bool kAffine>
+void fused_rows(const s8::Law& L, const S8Fused& f, const int32_t* const* quads, const S8Activation* const* a,
+                const S8Tile& t, const Rows<kAffine>& rows, int64_t k, const float* bias, float* y, int64_t ldy,
+                const uint8_t* next, int64_t next_bytes) {
+  constexpr int64_t kUnitCols = kNib ? 32 : 16, kSliceCols = kUnitCols / 4;
+  const int64_t slices_per_block = L.kb / kSliceCols;
+  const __m512i lut = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(f.lut)));
+  const __m512i nib = _mm512_set1_epi8(0x0F), flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  Batch<R, kZero> bt(L, quads, a);
   const int64_t units = k / kUnitCols;
-  int64_t left = slices_per_block, b = 0, g = 0, in_g = 0;  // block b lies in group g = b / per
+  int64_t left = slices_per_block;
   for (int64_t u = 0; u < units; ++u) {
     if ((u & 3) == 0 && u + 16 < units)  // four units a cache line: the line 16 units ahead
       for (int r = 0; r < 16; ++r) _mm_prefetch(reinterpret_cast<const char*>(rows.at(r, (u + 16) * 16)), _MM_HINT_T0);
@@ -196,47 +246,19 @@ void fused_rows(const s8::Law& L, const S8Fused& f, const int32_t* const* quads,
         const __m512i lo = _mm512_shuffle_epi8(lut, _mm512_and_si512(w[j], nib));
         const __m512i hi = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(w[j], 4), nib));
         for (int i = 0; i < R; ++i) {
-          D[i] = _mm512_dpbusd_epi32(D[i], lo, _mm512_set1_epi32(qa[i][2 * s]));
-          D[i] = _mm512_dpbusd_epi32(D[i], hi, _mm512_set1_epi32(qa[i][2 * s + 1]));
+          bt.D[i] = _mm512_dpbusd_epi32(bt.D[i], lo, _mm512_set1_epi32(bt.qa[i][2 * s]));
+          bt.D[i] = _mm512_dpbusd_epi32(bt.D[i], hi, _mm512_set1_epi32(bt.qa[i][2 * s + 1]));
         }
       } else {
         const __m512i ub = f.flip ? _mm512_xor_si512(w[j], flip) : w[j];
-        for (int i = 0; i < R; ++i) D[i] = _mm512_dpbusd_epi32(D[i], ub, _mm512_set1_epi32(qa[i][s]));
+        for (int i = 0; i < R; ++i) bt.D[i] = _mm512_dpbusd_epi32(bt.D[i], ub, _mm512_set1_epi32(bt.qa[i][s]));
       }
       if (--left != 0) continue;
-      // Block b ends here: the law's steps, as s8_dot_tile takes them.
       left = slices_per_block;
-      const __m512 S = _mm512_loadu_ps(t.S.data() + g * kS8TileRows);
-      __m512i zi = _mm512_setzero_si512();
-      if (kZero == s8::kZpShared) zi = _mm512_loadu_si512(t.zi.data() + g * kS8TileRows);
-      for (int i = 0; i < R; ++i) {
-        const int32_t A = sums[i][b];
-        __m512i d = _mm512_sub_epi32(D[i], _mm512_set1_epi32(f.off * A));
-        if (kZero == s8::kZpShared) d = _mm512_sub_epi32(d, _mm512_mullo_epi32(zi, _mm512_set1_epi32(A)));
-        const __m512 sa = _mm512_set1_ps(scales[i][b]);
-        const __m512 P = _mm512_mul_ps(_mm512_cvtepi32_ps(d), p2);
-        acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(sa, S), P, acc[i]);
-        D[i] = _mm512_setzero_si512();
-      }
-      if (kZero == s8::kZpOffset) {
-        const __m512 O = _mm512_loadu_ps(t.O.data() + g * kS8TileRows);
-        for (int i = 0; i < R; ++i) {
-          const __m512 sa = _mm512_set1_ps(scales[i][b]);
-          acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(sa, O), _mm512_set1_ps(static_cast<float>(sums[i][b])), acc[i]);
-        }
-      }
-      ++b;
-      if (++in_g == per) in_g = 0, ++g;
+      bt.finish(t, f.off);  // block b ends here
     }
   }
-  const __mmask16 m = static_cast<__mmask16>((1u << t.rows) - 1u);
-  const __m512 nan = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000));
-  const __m512 bv = bias ? _mm512_maskz_loadu_ps(m, bias) : _mm512_setzero_ps();
-  for (int i = 0; i < R; ++i) {
-    __m512 v = bias ? _mm512_add_ps(acc[i], bv) : acc[i];
-    v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), v, nan);
-    _mm512_mask_storeu_ps(y + i * ldy, m, v);
-  }
+  bt.store(t, bias, y, ldy);
 }
 
 // I8S24's 2:4 int8 codes (no zero point): per row and 64 columns, the 16
@@ -249,8 +271,7 @@ void sparse_rows(const s8::Law& L, const int32_t* const* quads, const S8Activati
                  const uint8_t* data, const uint8_t* meta, const uint64_t* cursor, int64_t r0, int64_t k,
                  const float* bias, float* y, int64_t ldy) {
   constexpr int64_t kSliceCols = 4;
-  const int64_t per = L.k0 / L.kb, slices_per_block = L.kb / kSliceCols, quads_per_row = k / 4;
-  const __m512 p2 = _mm512_set1_ps(std::ldexp(1.0f, L.qe));
+  const int64_t slices_per_block = L.kb / kSliceCols, quads_per_row = k / 4;
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   uint64_t at[16];
   const uint8_t* mrow[16];
@@ -259,19 +280,8 @@ void sparse_rows(const s8::Law& L, const int32_t* const* quads, const S8Activati
     at[r] = cursor[rr];
     mrow[r] = meta + (r0 + rr) * quads_per_row / 2;  // quads_per_row is a multiple of 16
   }
-  const int32_t* qa[R];
-  const int32_t* sums[R];
-  const float* scales[R];
-  __m512 acc[R];
-  __m512i D[R];
-  for (int i = 0; i < R; ++i) {
-    qa[i] = quads[i];
-    sums[i] = a[i]->sums.data();
-    scales[i] = a[i]->scales;
-    acc[i] = _mm512_setzero_ps();
-    D[i] = _mm512_setzero_si512();
-  }
-  int64_t left = slices_per_block, b = 0, g = 0, in_g = 0;  // block b lies in group g = b / per
+  Batch<R, s8::kZpNone> bt(L, quads, a);
+  int64_t left = slices_per_block;
   for (int64_t c0 = 0; c0 < k; c0 += 64) {
     __m512i v[16];
     for (int r = 0; r < 16; ++r) {
@@ -288,29 +298,13 @@ void sparse_rows(const s8::Law& L, const int32_t* const* quads, const S8Activati
     for (int j = 0; j < 16; ++j) {
       const int64_t s = c0 / 4 + j;
       const __m512i ub = _mm512_xor_si512(v[j], flip);
-      for (int i = 0; i < R; ++i) D[i] = _mm512_dpbusd_epi32(D[i], ub, _mm512_set1_epi32(qa[i][s]));
+      for (int i = 0; i < R; ++i) bt.D[i] = _mm512_dpbusd_epi32(bt.D[i], ub, _mm512_set1_epi32(bt.qa[i][s]));
       if (--left != 0) continue;
       left = slices_per_block;
-      const __m512 S = _mm512_loadu_ps(t.S.data() + g * kS8TileRows);
-      for (int i = 0; i < R; ++i) {
-        const __m512i d = _mm512_sub_epi32(D[i], _mm512_set1_epi32(128 * sums[i][b]));
-        const __m512 sa = _mm512_set1_ps(scales[i][b]);
-        const __m512 P = _mm512_mul_ps(_mm512_cvtepi32_ps(d), p2);
-        acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(sa, S), P, acc[i]);
-        D[i] = _mm512_setzero_si512();
-      }
-      ++b;
-      if (++in_g == per) in_g = 0, ++g;
+      bt.finish(t, 128);  // u = c + 128
     }
   }
-  const __mmask16 m = static_cast<__mmask16>((1u << t.rows) - 1u);
-  const __m512 nan = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000));
-  const __m512 bv = bias ? _mm512_maskz_loadu_ps(m, bias) : _mm512_setzero_ps();
-  for (int i = 0; i < R; ++i) {
-    __m512 v = bias ? _mm512_add_ps(acc[i], bv) : acc[i];
-    v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), v, nan);
-    _mm512_mask_storeu_ps(y + i * ldy, m, v);
-  }
+  bt.store(t, bias, y, ldy);
 }
 
 template <int R, bool kNib, int kZero>

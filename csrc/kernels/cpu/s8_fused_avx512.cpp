@@ -170,7 +170,8 @@ struct Batch {
   __m512 p2;
   int64_t b = 0, g = 0, in_g = 0, per;  // block b lies in group g = b / per
 
-  Batch(const s8::Law& L, const int32_t* const* quads, const S8Activation* const* a)
+  __attribute__((always_inline)) Batch(const s8::Law& L, const int32_t* const* quads,
+                                       const S8Activation* const* a)
       : p2(_mm512_set1_ps(std::ldexp(1.0f, L.qe))), per(L.k0 / L.kb) {
     for (int i = 0; i < R; ++i) {
       qa[i] = quads[i];
@@ -182,7 +183,8 @@ struct Batch {
   }
 
   // Block b ends: D_b = D - off * A_b (- zi * A_b), then the law's products and FMAs.
-  void finish(const S8Tile& t, int32_t off) {
+  // always inlined: acc and D then stay in registers across the kernel's loops
+  __attribute__((always_inline)) void finish(const S8Tile& t, int32_t off) {
     const __m512 S = _mm512_loadu_ps(t.S.data() + g * kS8TileRows);
     __m512i zi = _mm512_setzero_si512();
     if (kZero == s8::kZpShared) zi = _mm512_loadu_si512(t.zi.data() + g * kS8TileRows);
@@ -206,7 +208,7 @@ struct Batch {
     if (++in_g == per) in_g = 0, ++g;
   }
 
-  void store(const S8Tile& t, const float* bias, float* y, int64_t ldy) const {
+  __attribute__((always_inline)) void store(const S8Tile& t, const float* bias, float* y, int64_t ldy) const {
     const __mmask16 m = static_cast<__mmask16>((1u << t.rows) - 1u);
     const __m512 nan = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000));
     const __m512 bv = bias ? _mm512_maskz_loadu_ps(m, bias) : _mm512_setzero_ps();

@@ -126,6 +126,7 @@ at::Tensor packed_linear_s8_cpu(const at::Tensor& x, const at::Tensor& data, con
     };
     at::parallel_for(0, n, grain, [&](int64_t b, int64_t e) {
       grit::cpu::S8Tile tile;
+      std::vector<uint8_t> scratch;  // the AVX2 sparse path's expanded rows
       const int64_t G = k / L.k0;
       std::vector<int16_t> c;
       std::vector<float> S, O;
@@ -144,8 +145,12 @@ at::Tensor packed_linear_s8_cpu(const at::Tensor& x, const at::Tensor& data, con
               rowsp[t] = &act[i + t];
               qp[t] = quads[i + t].data();
             }
-            grit::cpu::s8_fused_tile_avx2(L, fused, qp, rowsp, na, tile, pl[0].data, j0, k, bp ? bp + j0 : nullptr,
-                                          yp + i * n + j0, n);
+            if (fused.sparse)
+              grit::cpu::s8_sparse_tile_avx2(L, fused, qp, rowsp, na, tile, pl[0].data, pl[3].data, start.data() + j0,
+                                             j0, k, bp ? bp + j0 : nullptr, yp + i * n + j0, n, &scratch);
+            else
+              grit::cpu::s8_fused_tile_avx2(L, fused, qp, rowsp, na, tile, pl[0].data, j0, k,
+                                            bp ? bp + j0 : nullptr, yp + i * n + j0, n);
           }
           continue;
         }

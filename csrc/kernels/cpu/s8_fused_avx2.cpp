@@ -10,7 +10,9 @@
 // uint8 codes (their sum put back as 128 A_b). D_b is the law's exact
 // integer either way; the float steps after it are s8_dot_tile's.
 #include <cmath>
+#include <cstring>
 
+#include "kernels/cpu/exact_tile.h"
 #include "kernels/cpu/s8_tile.h"
 
 namespace grit {
@@ -22,9 +24,18 @@ bool s8_fused_plan_avx2(const s8::Law& L, int64_t k, S8Fused* f) {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   }();
-  if (!cpu || L.sp_m != 0 || L.kb <= 0) return false;
+  if (!cpu || L.kb <= 0) return false;
   S8Fused out;
-  if (L.elem_bits == 4) {
+  if (L.sp_m != 0) {
+    // I8S24's layout (int8 codes, 2 of 4 kept, 2-bit positions, no zero point): each tile's rows
+    // expanded into dense int8 codes (s8_sparse_tile_avx2), then the 8-bit kernel
+    if (L.sp_m != 4 || L.sp_n != 2 || L.sp_meta_bits != 2 || L.elem_bits != 8 || k % 16 != 0 ||
+        L.kb % 4 != 0 || L.zero != s8::kZpNone)
+      return false;
+    for (int c = 0; c < 256; ++c)
+      if (L.code[c] != static_cast<int8_t>(static_cast<uint8_t>(c))) return false;
+    out.sparse = 1;
+  } else if (L.elem_bits == 4) {
     if (k % 32 != 0 || L.kb % 8 != 0) return false;
     int lo = 0, hi = 0;
     for (int c = 0; c < 16; ++c) {
@@ -222,6 +233,57 @@ void s8_fused_tile_avx2(const s8::Law& L, const S8Fused& f, const int32_t* const
     fused_rows_n<false>(L, f, quads, a, na, t, data, r0, k, bias, y, ldy);
 }
 
+namespace {
+
+// For the 8 kept-position bits of a metadata byte (two quads), the vpshufb
+// control that puts the stored bytes, in order, at their positions (0x80:
+// a zero byte).
+struct ExpandByte {
+  uint8_t c[256][8];
+  constexpr ExpandByte() : c() {
+    for (int m = 0; m < 256; ++m) {
+      int next = 0;
+      for (int p = 0; p < 8; ++p) c[m][p] = (m >> p & 1) ? static_cast<uint8_t>(next++) : 0x80;
+    }
+  }
+};
+constexpr ExpandByte kExpand;
+
+}  // namespace
+
+void s8_sparse_tile_avx2(const s8::Law& L, const S8Fused& f, const int32_t* const* quads,
+                         const S8Activation* const* a, int na, const S8Tile& t, const uint8_t* data,
+                         const uint8_t* meta, const uint64_t* cursor, int64_t r0, int64_t k, const float* bias,
+                         float* y, int64_t ldy, std::vector<uint8_t>* scratch) {
+  // t.rows rows of k dense int8 codes, then one row's stored run, padded for 8-byte loads
+  const size_t most = static_cast<size_t>(k / 2);  // a row keeps at most 2 of every 4
+  scratch->resize(static_cast<size_t>(16 * k) + most + 16);
+  uint8_t* dense = scratch->data();
+  uint8_t* run = dense + 16 * k;
+  for (int r = 0; r < t.rows; ++r) {
+    const uint8_t* mb = meta + (r0 + r) * (k / 8);  // one metadata byte per 8 columns
+    size_t n = 0;
+    for (int64_t q = 0; q < k / 8; ++q) n += static_cast<size_t>(__builtin_popcount(kKept.m[mb[q]]));
+    std::memcpy(run, data + cursor[r], n);
+    std::memset(run + n, 0, 16);
+    uint8_t* out = dense + r * k;
+    size_t at = 0;
+    for (int64_t q = 0; q < k / 8; ++q) {
+      const uint8_t m = kKept.m[mb[q]];
+      const __m128i ctrl = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(kExpand.c[m]));
+      const __m128i src = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(run + at));
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(out + 8 * q), _mm_shuffle_epi8(src, ctrl));
+      at += static_cast<size_t>(__builtin_popcount(m));
+    }
+  }
+  S8Fused dense_plan = f;  // the expanded rows are dense int8 codes
+  dense_plan.sparse = 0;
+  dense_plan.nibbles = 0;
+  dense_plan.flip = 0;
+  dense_plan.off = 0;
+  fused_rows_n<false>(L, dense_plan, quads, a, na, t, dense, 0, k, bias, y, ldy);
+}
+
 }  // namespace cpu
 }  // namespace grit
 
@@ -237,6 +299,9 @@ namespace grit {
 namespace cpu {
 void s8_fused_tile_avx2(const s8::Law&, const S8Fused&, const int32_t* const*, const S8Activation* const*, int,
                         const S8Tile&, const uint8_t*, int64_t, int64_t, const float*, float*, int64_t) {}
+void s8_sparse_tile_avx2(const s8::Law&, const S8Fused&, const int32_t* const*, const S8Activation* const*, int,
+                         const S8Tile&, const uint8_t*, const uint8_t*, const uint64_t*, int64_t, int64_t,
+                         const float*, float*, int64_t, std::vector<uint8_t>*) {}
 }  // namespace cpu
 }  // namespace grit
 

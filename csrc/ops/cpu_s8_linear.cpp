@@ -103,8 +103,9 @@ at::Tensor packed_linear_s8_cpu(const at::Tensor& x, const at::Tensor& data, con
     grit::cpu::S8Terms terms;  // the scale planes' readers, once per call
     grit::cpu::s8_terms_plan(*grade, pl, &terms);
     const bool fuse = tiled && grit::cpu::s8_fused_plan(L, k, &fused);
-    // Without VNNI (the avx2 variant, or AVX-512 without it) the AVX2 copy of the fused kernel.
-    const bool fuse2 = !tiled && isa != grit::cpu::Isa::kScalar && grit::cpu::s8_fused_plan_avx2(L, k, &fused);
+    // Where that kernel does not apply (the avx2 variant, AVX-512 without VNNI, I8S24 without VBMI2)
+    // its AVX2 copy.
+    const bool fuse2 = !fuse && isa != grit::cpu::Isa::kScalar && grit::cpu::s8_fused_plan_avx2(L, k, &fused);
     std::vector<grit::cpu::S8Activation> act(tiled || fuse2 ? static_cast<size_t>(m) : 0);
     std::vector<std::vector<int32_t>> quads(fuse || fuse2 ? static_cast<size_t>(m) : 0);
     if (tiled || fuse2)

@@ -148,7 +148,7 @@ at::Tensor packed_linear_s8_cpu(const at::Tensor& x, const at::Tensor& data, con
             }
             if (fused.sparse)
               grit::cpu::s8_sparse_tile_avx2(L, fused, qp, rowsp, na, tile, pl[0].data, pl[3].data, start.data() + j0,
-                                             j0, k, bp ? bp + j0 : nullptr, yp + i * n + j0, n, &scratch);
+                                             j0, k, i == 0, bp ? bp + j0 : nullptr, yp + i * n + j0, n, &scratch);
             else
               grit::cpu::s8_fused_tile_avx2(L, fused, qp, rowsp, na, tile, pl[0].data, j0, k,
                                             bp ? bp + j0 : nullptr, yp + i * n + j0, n);

@@ -253,14 +253,14 @@ constexpr ExpandByte kExpand;
 
 void s8_sparse_tile_avx2(const s8::Law& L, const S8Fused& f, const int32_t* const* quads,
                          const S8Activation* const* a, int na, const S8Tile& t, const uint8_t* data,
-                         const uint8_t* meta, const uint64_t* cursor, int64_t r0, int64_t k, const float* bias,
-                         float* y, int64_t ldy, std::vector<uint8_t>* scratch) {
+                         const uint8_t* meta, const uint64_t* cursor, int64_t r0, int64_t k, bool fresh,
+                         const float* bias, float* y, int64_t ldy, std::vector<uint8_t>* scratch) {
   // t.rows rows of k dense int8 codes, then one row's stored run, padded for 8-byte loads
   const size_t most = static_cast<size_t>(k / 2);  // a row keeps at most 2 of every 4
   scratch->resize(static_cast<size_t>(16 * k) + most + 16);
   uint8_t* dense = scratch->data();
   uint8_t* run = dense + 16 * k;
-  for (int r = 0; r < t.rows; ++r) {
+  for (int r = 0; fresh && r < t.rows; ++r) {
     const uint8_t* mb = meta + (r0 + r) * (k / 8);  // one metadata byte per 8 columns
     size_t n = 0;
     for (int64_t q = 0; q < k / 8; ++q) n += static_cast<size_t>(__builtin_popcount(kKept.m[mb[q]]));
@@ -300,7 +300,7 @@ namespace cpu {
 void s8_fused_tile_avx2(const s8::Law&, const S8Fused&, const int32_t* const*, const S8Activation* const*, int,
                         const S8Tile&, const uint8_t*, int64_t, int64_t, const float*, float*, int64_t) {}
 void s8_sparse_tile_avx2(const s8::Law&, const S8Fused&, const int32_t* const*, const S8Activation* const*, int,
-                         const S8Tile&, const uint8_t*, const uint8_t*, const uint64_t*, int64_t, int64_t,
+                         const S8Tile&, const uint8_t*, const uint8_t*, const uint64_t*, int64_t, int64_t, bool,
                          const float*, float*, int64_t, std::vector<uint8_t>*) {}
 }  // namespace cpu
 }  // namespace grit

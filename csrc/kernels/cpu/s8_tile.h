@@ -141,12 +141,13 @@ void s8_fused_tile(const s8::Law& L, const S8Fused& f, const int32_t* const* qua
 // off = -128 and flip: c' = byte ^ 0x80).
 // With AVX2 the plan also takes I8S24's 2:4 int8 codes (f.sparse): each
 // tile's rows are expanded into dense int8 codes in `scratch` (a vpshufb
-// per 8 columns from the metadata's kept positions), then the 8-bit kernel.
+// per 8 columns from the metadata's kept positions), then the 8-bit kernel;
+// `fresh` false: scratch already holds this tile's rows (a later batch pass).
 bool s8_fused_plan_avx2(const s8::Law& L, int64_t k, S8Fused* f);
 void s8_sparse_tile_avx2(const s8::Law& L, const S8Fused& f, const int32_t* const* quads,
                          const S8Activation* const* a, int na, const S8Tile& t, const uint8_t* data,
-                         const uint8_t* meta, const uint64_t* cursor, int64_t r0, int64_t k, const float* bias,
-                         float* y, int64_t ldy, std::vector<uint8_t>* scratch);
+                         const uint8_t* meta, const uint64_t* cursor, int64_t r0, int64_t k, bool fresh,
+                         const float* bias, float* y, int64_t ldy, std::vector<uint8_t>* scratch);
 void s8_fused_tile_avx2(const s8::Law& L, const S8Fused& f, const int32_t* const* quads,
                         const S8Activation* const* a, int na, const S8Tile& t, const uint8_t* data, int64_t r0,
                         int64_t k, const float* bias, float* y, int64_t ldy);

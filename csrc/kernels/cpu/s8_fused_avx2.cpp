@@ -25,38 +25,26 @@ bool s8_fused_plan_avx2(const s8::Law& L, int64_t k, S8Fused* f) {
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   }();
   if (!cpu || L.kb <= 0) return false;
+  const S8CodeShape c = s8_code_shape(L);
   S8Fused out;
   if (L.sp_m != 0) {
     // I8S24's layout (int8 codes, 2 of 4 kept, 2-bit positions, no zero point): each tile's rows
     // expanded into dense int8 codes (s8_sparse_tile_avx2), then the 8-bit kernel
-    if (L.sp_m != 4 || L.sp_n != 2 || L.sp_meta_bits != 2 || L.elem_bits != 8 || k % 16 != 0 ||
-        L.kb % 4 != 0 || L.zero != s8::kZpNone)
+    if (L.sp_m != 4 || L.sp_n != 2 || L.sp_meta_bits != 2 || !c.as_int8 || k % 16 != 0 || L.kb % 4 != 0 ||
+        L.zero != s8::kZpNone)
       return false;
-    for (int c = 0; c < 256; ++c)
-      if (L.code[c] != static_cast<int8_t>(static_cast<uint8_t>(c))) return false;
     out.sparse = 1;
   } else if (L.elem_bits == 4) {
-    if (k % 32 != 0 || L.kb % 8 != 0) return false;
-    int lo = 0, hi = 0;
-    for (int c = 0; c < 16; ++c) {
-      lo = L.code[c] < lo ? L.code[c] : lo;
-      hi = L.code[c] > hi ? L.code[c] : hi;
-    }
-    if (hi - lo > 63) return false;  // two pair sums added in int16: 2 * 2 * 63 * 127 < 2^15
+    // two pair sums added in int16: 2 * 2 * 63 * 127 < 2^15
+    if (k % 32 != 0 || L.kb % 8 != 0 || c.hi - c.lo > 63) return false;
     out.nibbles = 1;
-    out.off = -lo;
-    for (int c = 0; c < 16; ++c) out.lut[c] = static_cast<uint8_t>(L.code[c] + out.off);
+    out.off = -c.lo;
+    for (int i = 0; i < 16; ++i) out.lut[i] = static_cast<uint8_t>(L.code[i] + out.off);
   } else if (L.elem_bits == 8) {
-    if (k % 16 != 0 || L.kb % 4 != 0) return false;
-    bool as_int8 = true, as_uint8 = true;
-    for (int c = 0; c < 256; ++c) {
-      as_int8 = as_int8 && L.code[c] == static_cast<int8_t>(static_cast<uint8_t>(c));
-      as_uint8 = as_uint8 && L.code[c] == c;
-    }
-    if (!as_int8 && !as_uint8) return false;
-    // the signed byte is c - off: off 0 for int8 codes, 128 for uint8 (byte ^ 0x80)
-    out.flip = as_uint8;
-    out.off = as_uint8 ? -128 : 0;
+    if (k % 16 != 0 || L.kb % 4 != 0 || (!c.as_int8 && !c.as_uint8)) return false;
+    // the signed byte is c - off: off 0 for int8 codes, -128 for uint8 (c' = byte ^ 0x80)
+    out.flip = c.as_uint8;
+    out.off = c.as_uint8 ? -128 : 0;
   } else {
     return false;
   }

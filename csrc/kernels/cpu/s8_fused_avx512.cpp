@@ -33,41 +33,28 @@ bool fused_cpu() {
 
 bool s8_fused_plan(const s8::Law& L, int64_t k, S8Fused* f) {
   if (!fused_cpu() || L.kb <= 0) return false;
+  const S8CodeShape c = s8_code_shape(L);
   S8Fused out;
   if (L.sp_m != 0) {
     // I8S24's layout: int8 codes, 2 of every 4 kept, 2-bit positions; vpexpandb needs VBMI2
     static const bool vbmi2 = __builtin_cpu_supports("avx512vbmi2");
-    if (!vbmi2 || L.sp_m != 4 || L.sp_n != 2 || L.sp_meta_bits != 2 || L.elem_bits != 8 || k % 64 != 0 ||
+    if (!vbmi2 || L.sp_m != 4 || L.sp_n != 2 || L.sp_meta_bits != 2 || !c.as_int8 || k % 64 != 0 ||
         L.kb % 4 != 0 || L.zero != s8::kZpNone)
       return false;
-    for (int c = 0; c < 256; ++c)
-      if (L.code[c] != static_cast<int8_t>(static_cast<uint8_t>(c))) return false;
     out.sparse = 1;
     out.flip = 1;
     out.off = 128;
   } else if (L.elem_bits == 4) {
     // 16 row bytes = 32 columns a unit, 8 columns a slice
-    if (k % 32 != 0 || L.kb % 8 != 0) return false;
-    int lo = 0, hi = 0;
-    for (int c = 0; c < 16; ++c) {
-      lo = L.code[c] < lo ? L.code[c] : lo;
-      hi = L.code[c] > hi ? L.code[c] : hi;
-    }
-    if (hi - lo > 255) return false;
+    if (k % 32 != 0 || L.kb % 8 != 0 || c.hi - c.lo > 255) return false;
     out.nibbles = 1;
-    out.off = -lo;
-    for (int c = 0; c < 16; ++c) out.lut[c] = static_cast<uint8_t>(L.code[c] + out.off);
+    out.off = -c.lo;
+    for (int i = 0; i < 16; ++i) out.lut[i] = static_cast<uint8_t>(L.code[i] + out.off);
   } else if (L.elem_bits == 8) {
     // 16 columns a unit, 4 a slice
-    if (k % 16 != 0 || L.kb % 4 != 0) return false;
-    bool as_int8 = true, as_uint8 = true;
-    for (int c = 0; c < 256; ++c) {
-      as_int8 = as_int8 && L.code[c] == static_cast<int8_t>(static_cast<uint8_t>(c));
-      as_uint8 = as_uint8 && L.code[c] == c;
-    }
-    if (!as_int8 && !as_uint8) return false;
-    out.flip = as_int8;
-    out.off = as_int8 ? 128 : 0;
+    if (k % 16 != 0 || L.kb % 4 != 0 || (!c.as_int8 && !c.as_uint8)) return false;
+    out.flip = c.as_int8;
+    out.off = c.as_int8 ? 128 : 0;
   } else {
     return false;
   }

@@ -112,6 +112,30 @@ struct S8Fused {
   uint8_t lut[16] = {};  // nibbles: u for each stored nibble
 };
 
+// What the fused kernels' plans ask of a law's integer codes: their range
+// over the 16 4-bit codes, and whether 8-bit codes are the byte read as
+// int8 or as uint8.
+struct S8CodeShape {
+  int lo = 0, hi = 0;  // 4-bit codes: smallest and largest integer code (and 0)
+  bool as_int8 = false, as_uint8 = false;
+};
+inline S8CodeShape s8_code_shape(const s8::Law& L) {
+  S8CodeShape c;
+  if (L.elem_bits == 4) {
+    for (int i = 0; i < 16; ++i) {
+      c.lo = L.code[i] < c.lo ? L.code[i] : c.lo;
+      c.hi = L.code[i] > c.hi ? L.code[i] : c.hi;
+    }
+  } else if (L.elem_bits == 8) {
+    c.as_int8 = c.as_uint8 = true;
+    for (int i = 0; i < 256; ++i) {
+      c.as_int8 = c.as_int8 && L.code[i] == static_cast<int8_t>(static_cast<uint8_t>(i));
+      c.as_uint8 = c.as_uint8 && L.code[i] == i;
+    }
+  }
+  return c;
+}
+
 // Whether the fused kernel takes law L at k columns (AVX-512 VNNI CPU, dense
 // 4-bit or 8-bit codes, whole 16-byte column units, blocks of whole slices;
 // or I8S24's 2:4 int8 codes at k a multiple of 64 on a CPU with VBMI2).

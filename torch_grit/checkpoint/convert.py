@@ -295,22 +295,19 @@ def convert(src, dst, grade, *, filter=None, max_shard_size=None, on_tensor=None
 def _activation_modes(items, activations):
     """{module: "s8"} for every packed ``<module>.weight`` under ``activations="s8"``
     (ConvertError "unpackable" naming a tensor whose grade has no s8 law); {} otherwise."""
-    from ..contract.codec import s8_law
+    from ..nn.linear import check_activations, check_s8_law
 
-    if activations is None or activations == "float":
+    if check_activations(activations) is None:
         return {}
-    if activations != "s8":
-        raise ValueError("activations is None, 'float' or 's8'; found %r" % (activations,))
     modes = {}
     for it in items:
         u = it[2]
         if not isinstance(u, Packed) or not u.name.endswith(".weight"):
             continue
         try:
-            s8_law(u.grade.canonical)
+            check_s8_law(u.name, u.grade.canonical)
         except ValueError as e:
-            raise ConvertError("%s: activations='s8' is not available for its grade %s: %s"
-                               % (u.name, u.grade.canonical, e), "unpackable") from None
+            raise ConvertError(str(e), "unpackable") from None
         modes[u.name[:-len(".weight")]] = "s8"
     return modes
 

@@ -212,7 +212,7 @@ def load(path, model=None, *, verify="structure", device="cpu", strict=True, act
 
 def _check_activations(state, recorded, activations):
     """Every layer that will run s8 has a grade with an s8 law (else ValueError naming it)."""
-    from ..contract.codec import s8_law
+    from ..nn.linear import check_s8_law
     if activations == "recorded":
         names = list(recorded)
     elif activations == "s8":
@@ -226,11 +226,7 @@ def _check_activations(state, recorded, activations):
             raise CheckpointError("the checkpoint records activations='s8' for %s, but holds no "
                                   "packed weight %s.weight" % (name, name), None,
                                   field="torch_grit.activations")
-        try:
-            s8_law(w.grade_canonical)
-        except ValueError as e:
-            raise ValueError("%s: activations='s8' is not available for its grade %s: %s"
-                             % (name, w.grade.name or w.grade_canonical, e)) from None
+        check_s8_law(name, w.grade_canonical, w.grade.name)
 
 
 def _set_activations(model, recorded, activations):

@@ -23,6 +23,16 @@ def check_activations(activations):
     raise ValueError("activations is None (float), 'float' or 's8'; found %r" % (activations,))
 
 
+def check_s8_law(name, canonical, label=None):
+    """ValueError naming ``name``, its grade (``label``, else the canonical string) and the reason
+    when the grade ``canonical`` has no s8 activation law."""
+    try:
+        s8_law(canonical)
+    except ValueError as e:
+        raise ValueError("%s: activations='s8' is not available for its grade %s: %s"
+                         % (name, label or canonical, e)) from None
+
+
 class GritLinear(nn.Linear):
     """An ``nn.Linear`` whose weight is a GritTensor.
 
@@ -75,12 +85,8 @@ class GritLinear(nn.Linear):
         """
         mode = check_activations(activations)
         if mode == "s8":
-            try:
-                s8_law(self.weight.grade_canonical)
-            except ValueError as e:
-                raise ValueError("%s: activations='s8' is not available for its grade %s: %s"
-                                 % (name or self.weight.name or "GritLinear",
-                                    self.weight.grade.name or self.weight.grade_canonical, e)) from None
+            w = self.weight
+            check_s8_law(name or w.name or "GritLinear", w.grade_canonical, w.grade.name)
             if self.weight.tiled:
                 self.untile_()
         self.activations = mode

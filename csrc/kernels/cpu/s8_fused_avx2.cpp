@@ -30,9 +30,7 @@ bool s8_fused_plan_avx2(const s8::Law& L, int64_t k, S8Fused* f) {
   if (L.sp_m != 0) {
     // I8S24's layout (int8 codes, 2 of 4 kept, 2-bit positions, no zero point): each tile's rows
     // expanded into dense int8 codes (s8_sparse_tile_avx2), then the 8-bit kernel
-    if (L.sp_m != 4 || L.sp_n != 2 || L.sp_meta_bits != 2 || !c.as_int8 || k % 16 != 0 || L.kb % 4 != 0 ||
-        L.zero != s8::kZpNone)
-      return false;
+    if (!s8_i8s24_layout(L, c) || k % 16 != 0 || L.kb % 4 != 0) return false;
     out.sparse = 1;
   } else if (L.elem_bits == 4) {
     // two pair sums added in int16: 2 * 2 * 63 * 127 < 2^15

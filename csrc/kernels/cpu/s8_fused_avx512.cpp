@@ -38,9 +38,7 @@ bool s8_fused_plan(const s8::Law& L, int64_t k, S8Fused* f) {
   if (L.sp_m != 0) {
     // I8S24's layout: int8 codes, 2 of every 4 kept, 2-bit positions; vpexpandb needs VBMI2
     static const bool vbmi2 = __builtin_cpu_supports("avx512vbmi2");
-    if (!vbmi2 || L.sp_m != 4 || L.sp_n != 2 || L.sp_meta_bits != 2 || !c.as_int8 || k % 64 != 0 ||
-        L.kb % 4 != 0 || L.zero != s8::kZpNone)
-      return false;
+    if (!vbmi2 || !s8_i8s24_layout(L, c) || k % 64 != 0 || L.kb % 4 != 0) return false;
     out.sparse = 1;
     out.flip = 1;
     out.off = 128;

@@ -136,6 +136,11 @@ inline S8CodeShape s8_code_shape(const s8::Law& L) {
   return c;
 }
 
+// I8S24's code layout: int8 codes, 2 of every 4 kept with 2-bit positions, no zero point.
+inline bool s8_i8s24_layout(const s8::Law& L, const S8CodeShape& c) {
+  return L.sp_m == 4 && L.sp_n == 2 && L.sp_meta_bits == 2 && c.as_int8 && L.zero == s8::kZpNone;
+}
+
 // Whether the fused kernel takes law L at k columns (AVX-512 VNNI CPU, dense
 // 4-bit or 8-bit codes, whole 16-byte column units, blocks of whole slices;
 // or I8S24's 2:4 int8 codes at k a multiple of 64 on a CPU with VBMI2).

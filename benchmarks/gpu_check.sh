@@ -4,7 +4,8 @@
 # (CUDA kernels for this GPU only), runs the CUDA tests (and the CPU kernel
 # tests on that machine's CPU), then the GPU benchmark, and writes it all
 # under $OUT (default build/gpu_check): summary.txt, env.txt, build.log,
-# tests.txt, bench_cuda.md, bench_quantize_cuda.md. Budget: under 8 minutes.
+# tests.txt, bench_cuda.md, bench_quantize_cuda.md, sanitize_memcheck.txt and
+# sanitize_racecheck.txt. Budget: under 10 minutes.
 #
 #   OUT=/tmp/gpu bash benchmarks/gpu_check.sh
 #
@@ -78,3 +79,17 @@ timeout 90 "$PY" benchmarks/bench_linear_cuda.py > "$OUT/bench_cuda.md" 2>&1
 log "benchmark: rc=$? (table in bench_cuda.md)"
 timeout 60 "$PY" benchmarks/bench_quantize.py --device cuda --shapes 4096x4096 > "$OUT/bench_quantize_cuda.md" 2>&1
 log "quantize benchmark: rc=$? (table in bench_quantize_cuda.md)"
+
+# 4. compute-sanitizer over every kernel once on small ragged shapes
+# (benchmarks/gpu_sanitize.py): memcheck (out-of-bounds, misaligned) and
+# racecheck (shared-memory races). Last, so a slow instrumented run costs
+# nothing above it.
+if command -v compute-sanitizer > /dev/null; then
+  for tool in memcheck racecheck; do
+    PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 75 compute-sanitizer --tool $tool --error-exitcode 9 \
+      "$PY" benchmarks/gpu_sanitize.py > "$OUT/sanitize_$tool.txt" 2>&1
+    log "compute-sanitizer $tool: rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|all agree|SOME DIFFER' "$OUT/sanitize_$tool.txt" | tr '\n' ' ')"
+  done
+else
+  log "compute-sanitizer: not on PATH, skipped"
+fi

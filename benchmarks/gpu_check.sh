@@ -62,12 +62,16 @@ torch._C._dispatch_has_kernel_for_dispatch_key('grit::packed_linear', 'CUDA'))" 
 CUDA_TESTS="tests/python/test_cuda_registered.py tests/python/test_kernels_cuda.py tests/python/test_int4g_cuda.py
   tests/python/test_quantize_cuda.py tests/python/test_grad_input_cuda.py tests/python/test_cuda_large_batch.py"
 if "$PY" -c "import pytest" 2>/dev/null; then
-  # shellcheck disable=SC2086  # the list splits on purpose
-  # -o addopts=: the project's own -q on top of this one would drop the summary line.
-  timeout 150 "$PY" -m pytest -q -rs -o addopts= -p no:cacheprovider $CUDA_TESTS tests/python/test_kernels_cpu.py \
-    tests/python/test_int4g_kernels_cpu.py tests/python/test_quantize_op_cpu.py tests/python/test_exact_linear.py \
-    > "$OUT/tests.txt" 2>&1
-  log "tests (pytest): rc=$? $(tail -1 "$OUT/tests.txt")"
+  # One pytest process per file, so that a crash (a segfault) in one file
+  # costs that file alone; each file's summary line goes to the log.
+  : > "$OUT/tests.txt"
+  for f in $CUDA_TESTS tests/python/test_kernels_cpu.py tests/python/test_int4g_kernels_cpu.py \
+      tests/python/test_quantize_op_cpu.py tests/python/test_exact_linear.py; do
+    # -o addopts=: the project's own -q on top of this one would drop the summary line.
+    echo "== $f" >> "$OUT/tests.txt"
+    timeout 60 "$PY" -X faulthandler -m pytest -q -rs -o addopts= -p no:cacheprovider "$f" >> "$OUT/tests.txt" 2>&1
+    log "tests $f: rc=$? $(grep -E '(passed|failed|error|skipped)' "$OUT/tests.txt" | tail -1)"
+  done
 else
   # shellcheck disable=SC2086
   timeout 150 "$PY" benchmarks/gpu_check_runner.py $CUDA_TESTS > "$OUT/tests.txt" 2>&1

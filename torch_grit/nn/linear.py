@@ -6,6 +6,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+try:
+    from torch.distributed.tensor import DTensor  # a tensor-parallel weight (parallelize_module)
+except ImportError:  # a torch built without torch.distributed: no weight is ever one
+    class DTensor:  # noqa: D101
+        pass
+
 from .. import ops
 from ..contract.grade import resolve_grade
 from ..contract.codec import s8_law
@@ -85,8 +91,12 @@ class GritLinear(nn.Linear):
         """
         mode = check_activations(activations)
         if mode == "s8":
-            w = self.weight
-            check_s8_law(name or w.name or "GritLinear", w.grade_canonical, w.grade.name)
+            w = self.packed_weight
+            if w is not self.weight:
+                raise ValueError("%s: activations='s8' runs on a whole packed weight, and this layer's is "
+                                 "a tensor-parallel shard (DTensor); set the mode before parallelize_module"
+                                 % (name or w.grit_name or "GritLinear"))
+            check_s8_law(name or w.grit_name or "GritLinear", w.grade_canonical, w.grade.name)
             if self.weight.tiled:
                 self.untile_()
         self.activations = mode
@@ -125,13 +135,20 @@ class GritLinear(nn.Linear):
         return layer.set_activations_(activations)
 
     @property
+    def packed_weight(self):
+        """The GritTensor this layer multiplies by: the weight, or under tensor parallelism
+        (``parallelize_module``: the weight is a DTensor) this rank's shard of it."""
+        w = self.weight
+        return w.to_local() if isinstance(w, DTensor) else w
+
+    @property
     def grade(self):
-        return self.weight.grade
+        return self.packed_weight.grade
 
     def reset_parameters(self):
         """Refused: the packed weight is data, not an initialization (nn.Linear's hook)."""
         raise TypeError("GritLinear holds a packed %s weight: it is loaded or quantized, never "
-                        "re-initialized" % (self.weight.grade.name or self.weight.grade_canonical))
+                        "re-initialized" % (self.grade.name or self.packed_weight.grade_canonical))
 
     def tile_(self):
         """Hold the weight in the CPU tile layout (``GritTensor.tile``), in place; returns self.
@@ -143,15 +160,26 @@ class GritLinear(nn.Linear):
         if getattr(self, "activations", None) == "s8":
             raise ValueError("tile_(): this layer runs activations='s8', whose kernels read GRIT's "
                              "row-major planes; set_activations_(None) first")
+        self._not_sharded("tile_()")
         self.weight = nn.Parameter(self.weight.tile(), requires_grad=False)
         return self
 
     def untile_(self):
         """Back to GRIT's row-major planes, in place; returns self."""
+        self._not_sharded("untile_()")
         self.weight = nn.Parameter(self.weight.untile(), requires_grad=False)
         return self
 
+    def _not_sharded(self, what):
+        if isinstance(self.weight, DTensor):
+            raise ValueError("%s: this layer's weight is a tensor-parallel shard (DTensor); choose the "
+                             "layout before parallelize_module (each shard keeps it)" % what)
+
     def forward(self, x):
+        if isinstance(self.weight, DTensor):
+            # DTensor's matmul would expand a non-contiguous 3-D x's weight operand (aten.expand),
+            # which a packed weight refuses: hand it a contiguous x.
+            return F.linear(x.contiguous(), self.weight, self.bias)
         if self.activations == "s8":
             w = self.weight
             return torch.ops.grit.packed_linear_s8(x, *w.stored_planes, w.grade_canonical,
@@ -164,12 +192,14 @@ class GritLinear(nn.Linear):
         return ScriptableGritLinear(self)
 
     def extra_repr(self):
-        grade = self.weight.grade
+        grade = self.grade
         text = "in_features=%d, out_features=%d, bias=%s, grade=%s" % (
             self.in_features, self.out_features, self.bias is not None,
             grade.name or grade.canonical)
         if self.activations is not None:
             text += ", activations=%s" % self.activations
+        if isinstance(self.weight, DTensor):
+            text += ", tensor-parallel %s" % (self.weight.placements,)
         return text
 
 

@@ -51,6 +51,9 @@ class GritTensor(torch.Tensor):
     PLANE_NAMES = ("data_plane", "scale0_plane", "scale1_plane", "aux_plane")
     ATTRIBUTE_NAMES = ("grade_canonical", "placement_words", "logical_shape", "logical_dtype",
                        "transposed", "tiled")
+    # The tensor's name where one was given (quantize_, load: "fc1.weight"), for messages such as
+    # a tensor-parallel plan's refusal; not part of the bytes, the flattening or the descriptor.
+    grit_name = None
 
     @staticmethod
     def __new__(cls, data_plane, scale0_plane, scale1_plane, aux_plane, grade_canonical,
@@ -120,7 +123,9 @@ class GritTensor(torch.Tensor):
                              "read the canonical layout only (repack first)"
                              % (label, _placement_text(placement), desc.placement, grade.canonical))
         check(desc, planes, tensor=label)
-        return cls(*planes, grade.canonical, tuple(desc.placement), shape, dtype)
+        out = cls(*planes, grade.canonical, tuple(desc.placement), shape, dtype)
+        out.grit_name = name
+        return out
 
     @classmethod
     def _from_int4g_planes(cls, planes, grade, shape, dtype, placement, label):
@@ -132,7 +137,9 @@ class GritTensor(torch.Tensor):
             torch.ops.grit.check(*planes, grade.canonical, list(shape))
         except (TypeError, ValueError) as e:
             raise type(e)("%s: %s" % (label, e)) from None
-        return cls(*planes, grade.canonical, (), shape, dtype)
+        out = cls(*planes, grade.canonical, (), shape, dtype)
+        out.grit_name = None if label == "GritTensor" else label
+        return out
 
     # -- what a GritTensor is, in the contract's words ----------------------------
 
@@ -236,7 +243,9 @@ class GritTensor(torch.Tensor):
 
     def _with_planes(self, planes, **changes):
         attrs = [changes.get(n, getattr(self, n)) for n in self.ATTRIBUTE_NAMES]
-        return GritTensor(*planes, *attrs)
+        out = GritTensor(*planes, *attrs)
+        out.grit_name = self.grit_name
+        return out
 
     def __repr__(self):
         grade = self.grade

@@ -119,8 +119,33 @@ implements_function([torch.Tensor.__rmatmul__])(_f_rmatmul)
 implements_function([torch.mm, torch.Tensor.mm])(_f_mm)
 implements_function([torch.addmm, torch.Tensor.addmm])(_f_addmm)
 
-# Below autograd (tracers, or torch-function disabled): the same contraction rules.
+def grad_input(grad_y, w):
+    """``grad_y @ W`` (W stored, not the marker view): the packed layer's backward to its input."""
+    g = grad_y.contiguous()
+    if w.tiled:
+        return torch.ops.grit.packed_linear_grad_input_tiled(g, *w.stored_planes, w.grade_canonical,
+                                                             list(w.logical_shape))
+    return torch.ops.grit.packed_linear_grad_input(g, *w.stored_planes, w.grade_canonical,
+                                                   list(w.logical_shape))
+
+
+def _d_mm(func, args, kwargs):
+    """aten.mm below autograd. Inside autograd's backward, a product over out_features is the
+    backward to the input of ``x @ W^T`` (DTensor's MmBackward on a sharded weight reaches the
+    shard as ``mm(grad_y, W)`` or ``mm(W^T, grad_y^T)``): the packed grad_input kernel, the
+    layer's own backward. Anywhere else it stays refused as requantization."""
+    a, b = _get(args, kwargs, 0, "input"), _get(args, kwargs, 1, "mat2")
+    if torch._C._current_autograd_node() is not None and a.dim() == 2 and b.dim() == 2:
+        if isinstance(b, GritTensor) and not isinstance(a, GritTensor) and not b.transposed:
+            return grad_input(a, b)
+        if isinstance(a, GritTensor) and not isinstance(b, GritTensor) and a.transposed:
+            return grad_input(b.t(), a.t()).t()
+    return _f_mm(func, args, kwargs)
+
+
+# Below autograd (tracers, or torch-function disabled, DTensor's local ops): the same
+# contraction rules, and the backward's product (_d_mm).
 implements([aten.linear.default])(_f_linear)
 implements([aten.matmul.default])(_f_matmul)
-implements([aten.mm.default])(_f_mm)
+implements([aten.mm.default])(_d_mm)
 implements([aten.addmm.default])(_f_addmm)

@@ -1,0 +1,144 @@
+"""Tensor parallelism with torch's own parallelize_module / ColwiseParallel /
+RowwiseParallel on packed layers: 2 and 4 processes on 127.0.0.1 (gloo),
+each rank a process running tests/python/tp_worker.py, killed after
+RANK_TIMEOUT seconds. In one process: the shard cutter (torch_grit/tensor/
+shard.py) against the decoded weight, and the backward-only claim of the
+product over out_features."""
+
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn as nn
+
+import torch_grit
+from torch_grit.contract.errors import GroupAxisError, UnsupportedOpError
+from torch_grit.tensor.shard import cut
+
+WORKER = os.path.join(os.path.dirname(__file__), "tp_worker.py")
+RANK_TIMEOUT = 120  # seconds for a whole case; every collective inside has 60
+
+
+def _free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_ranks(case, world, *args):
+    port = str(_free_port())
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    procs = [subprocess.Popen([sys.executable, WORKER, case, str(r), str(world), port, *args],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+             for r in range(world)]
+    outs = []
+    try:
+        for p in procs:
+            outs.append(p.communicate(timeout=RANK_TIMEOUT)[0])
+    except subprocess.TimeoutExpired:
+        for p in procs:
+            p.kill()
+        pytest.fail("%s on %d ranks did not finish in %d s" % (case, world, RANK_TIMEOUT))
+    bad = [(r, p.returncode, out[-3000:]) for r, (p, out) in enumerate(zip(procs, outs)) if p.returncode]
+    assert not bad, "\n".join("rank %d exited %d:\n%s" % b for b in bad)
+
+
+@pytest.mark.parametrize("grade", ["MXFP4", "Q4KS"])
+@pytest.mark.parametrize("world", [2, 4])
+def test_mlp_colwise_rowwise(grade, world):
+    run_ranks("mlp", world, grade, "0")
+
+
+@pytest.mark.parametrize("grade, src, tile", [("NVF4", "none", "0"), ("I8S24", "0", "0"), ("MXFP4", "0", "1"),
+                                              ("INT4G32", "none", "0")])
+def test_mlp_other_grades_sources_and_the_tile_layout(grade, src, tile):
+    run_ranks("mlp", 2, grade, src, tile)
+
+
+def test_a_lone_layer_each_way():
+    run_ranks("linear", 2, "MXFP4")
+
+
+def test_a_plan_that_splits_a_group_is_refused_on_every_rank():
+    run_ranks("refuse", 2, "MXFP4")
+
+
+# -- in one process -----------------------------------------------------------------
+
+CUT_GRADES = [("MXFP4", 256), ("NVF4", 256), ("Q4KS", 512), ("I8S24", 256), ("U4Z_G128", 256),
+              ("INT4G32", 250)]
+
+
+@pytest.mark.parametrize("grade, cols", CUT_GRADES)
+def test_cuts_are_the_decoded_weights_blocks(grade, cols):
+    W = torch_grit.quantize(torch.randn(40, cols, generator=torch.Generator().manual_seed(3)), grade,
+                            name="w")
+    D = W.dequantize()
+    span = torch_grit.tensor.shard.group_span(W.grade)
+    for dim, a, b in [(0, 8, 24), (0, 16, 40), (0, 0, 8), (1, 0, span), (1, span, cols)]:
+        S = cut(W, dim, a, b)
+        want = D[a:b] if dim == 0 else D[:, a:b]
+        assert isinstance(S, torch_grit.GritTensor) and S.grit_name == "w"
+        assert torch.equal(S.dequantize().view(torch.int32), want.contiguous().view(torch.int32)), (dim, a, b)
+        if not S.is_int4_groups:
+            torch_grit.check(S.descriptor, S.planes)  # its own descriptor, level 1
+
+
+def test_split_is_torch_split():
+    W = torch_grit.quantize(torch.randn(40, 256), "MXFP4")
+    for dim, size in [(0, 16), (1, 64)]:
+        parts = torch.split(W, size, dim=dim)
+        assert torch.equal(torch.cat([p.dequantize() for p in parts], dim=dim), W.dequantize())
+    assert torch.equal(W[8:16].dequantize(), W.dequantize()[8:16])
+
+
+def test_cuts_that_split_a_group_or_a_byte_are_refused():
+    W = torch_grit.quantize(torch.randn(40, 256), "MXFP4", name="fc.weight")
+    with pytest.raises(ValueError, match=r"'fc.weight'.*split a group at column 48.*span 32"):
+        cut(W, 1, 0, 48)
+    S = torch_grit.quantize(torch.randn(40, 256), "S8_CHANNEL", name="fc.weight")
+    with pytest.raises(ValueError, match="cannot be sharded by in_features"):
+        torch.split(S, 128, dim=1)
+    G = torch_grit.quantize(torch.randn(5, 33), "INT4G32", name="g")
+    with pytest.raises(ValueError, match="inside a byte"):
+        cut(G, 0, 1, 5)
+    with pytest.raises(UnsupportedOpError, match="step 2"):
+        W[::2]
+    with pytest.raises(UnsupportedOpError, match="constant_pad_nd"):
+        torch.nn.functional.pad(W, (0, 0, 0, 1))
+
+
+def test_the_product_over_out_features_runs_only_in_a_backward():
+    W = torch_grit.quantize(torch.randn(64, 256), "MXFP4")
+    gy = torch.randn(3, 64)
+    with pytest.raises(GroupAxisError, match="requantization"):
+        torch.ops.aten.mm(gy, W)  # user code, below torch_function: still refused
+
+    g = torch.randn(3, 64)
+    out = torch.zeros(3, 256)
+
+    class Grad(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.sum()
+
+        @staticmethod
+        def backward(ctx, go):
+            out.copy_(torch.ops.aten.mm(g, W))
+            wt_form = torch.ops.aten.mm(W.t(), g.t()).t()
+            assert torch.equal(wt_form, out)
+            return torch.zeros(3, 64)
+
+    Grad.apply(torch.randn(3, 64, requires_grad=True)).backward()
+    assert torch.equal(out, torch.ops.grit.packed_linear_grad_input(g, *W.stored_planes, W.grade_canonical,
+                                                                     list(W.logical_shape)))
+
+
+def test_layer_methods_that_need_a_whole_weight_say_so_on_a_shard():
+    # The DTensor paths themselves run in the rank processes above; here only that a plain
+    # layer still reports its grade through packed_weight.
+    lin = torch_grit.nn.GritLinear.from_linear(nn.Linear(64, 32), "MXFP4")
+    assert lin.packed_weight is lin.weight and lin.grade.name == "GRADE_MXFP4"

@@ -1,0 +1,130 @@
+"""One rank of a tensor-parallel case (test_tensor_parallel.py starts one
+process per rank on 127.0.0.1 and gloo): ``python tp_worker.py CASE RANK
+WORLD PORT [ARGS...]``. Exits 0 when every check passes; a failed check
+raises (a traceback and exit 1).
+
+Every rank builds the same packed model from the same seed, keeps an
+unsharded copy as the reference, parallelizes the other with torch's own
+``parallelize_module``, and compares.
+"""
+
+import copy
+import datetime
+import sys
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.tensor import DTensor, Shard
+from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+import torch_grit
+from torch_grit.nn import GritLinear
+
+TIMEOUT = datetime.timedelta(seconds=60)  # every collective; the parent kills the ranks at 120 s
+
+
+def mlp(grade, world, tile=False):
+    """in 256 -> hidden (256 per rank, so every grade's groups and super-blocks split) -> 128."""
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(256, 256 * world), nn.ReLU(), nn.Linear(256 * world, 128))
+    torch_grit.quantize_(m, grade)
+    if tile:
+        torch_grit.tile_(m)
+    return m
+
+
+def bound(y_ref, scale=64):
+    """The float32 summation bound of one all-reduce of partial sums (loose: scale ulps)."""
+    return scale * torch.finfo(torch.float32).eps * (y_ref.abs() + 1)
+
+
+def case_mlp(rank, world, grade, src, tile="0"):
+    m = mlp(grade, world, tile == "1")
+    ref = copy.deepcopy(m)
+    mesh = init_device_mesh("cpu", (world,))
+    kw = {} if src == "0" else {"src_data_rank": None}
+    parallelize_module(m, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()}, **kw)
+    for i, s in (("0", 0), ("2", 1)):
+        w = m[int(i)].weight
+        assert isinstance(w, DTensor) and w.placements == (Shard(s),), w
+        local = m[int(i)].packed_weight
+        assert isinstance(local, torch_grit.GritTensor) and local.tiled == (tile == "1"), local
+        full = ref[int(i)].weight.dequantize()
+        want = full.chunk(world, dim=s)[rank]
+        assert torch.equal(local.dequantize(), want), "layer %s: the shard is not the weight's cut" % i
+        assert local.grit_name == "%s.weight" % i, local.grit_name
+    torch.manual_seed(1 + rank)
+    x = torch.randn(3, 5, 256)
+    dist.broadcast(x, 0)
+    # Column-wise alone: each rank's output columns are the unsharded layer's, bit for bit.
+    h = m[0](x)
+    h_ref = ref[0](x)
+    assert torch.equal(h, h_ref.chunk(world, dim=-1)[rank]), "column-wise output differs"
+    # The whole MLP (row-wise all-reduce), forward and backward to x.
+    xa, xb = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
+    y, y_ref = m(xa), ref(xb)
+    assert y.shape == y_ref.shape and ((y - y_ref).abs() <= bound(y_ref)).all(), (y - y_ref).abs().max()
+    gy = torch.randn_like(y_ref)
+    dist.broadcast(gy, 0)
+    y.backward(gy)
+    y_ref.backward(gy)
+    assert ((xa.grad - xb.grad).abs() <= bound(xb.grad)).all(), (xa.grad - xb.grad).abs().max()
+    # bf16 activations run too.
+    with torch.no_grad():
+        yb = m(x.bfloat16())
+    assert yb.dtype == torch.bfloat16 and yb.shape == y_ref.shape
+
+
+def case_refuse(rank, world, grade):
+    """A row-wise plan that would split a group fails on every rank, before any data moves,
+    naming the layer, the group span and the number of shards."""
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(64, 96), nn.ReLU(), nn.Linear(96, 64))
+    torch_grit.quantize_(m, grade)
+    mesh = init_device_mesh("cpu", (world,))
+    try:
+        parallelize_module(m, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
+    except ValueError as e:
+        text = str(e)
+        for part in ("'2.weight'", "groups span 32 columns", "in_features=96 cut into %d shards" % world):
+            assert part in text, text
+    else:
+        raise AssertionError("the plan was not refused")
+    dist.barrier()  # every rank got here: nobody hangs in a scatter
+
+
+def case_linear_dtypes(rank, world, grade):
+    """A lone GritLinear, column-wise with a DTensor output gathered back: the full output equals
+    the unsharded layer's bit for bit; row-wise alone within the all-reduce bound."""
+    torch.manual_seed(0)
+    lin = GritLinear.from_linear(nn.Linear(512, 64 * world), grade, name="lin.weight")
+    mesh = init_device_mesh("cpu", (world,))
+    col = parallelize_module(copy.deepcopy(lin), mesh, ColwiseParallel(use_local_output=False))
+    row = parallelize_module(copy.deepcopy(lin), mesh, RowwiseParallel())
+    x = torch.randn(7, 512)
+    dist.broadcast(x, 0)
+    y_ref = lin(x)
+    assert torch.equal(col(x).full_tensor(), y_ref)
+    xs = x.chunk(world, dim=-1)[rank]  # row-wise takes x sharded along in_features
+    y = row(xs)
+    assert ((y - y_ref).abs() <= bound(y_ref)).all(), (y - y_ref).abs().max()
+
+
+CASES = {"mlp": case_mlp, "refuse": case_refuse, "linear": case_linear_dtypes}
+
+
+def main(argv):
+    case, rank, world, port = argv[0], int(argv[1]), int(argv[2]), argv[3]
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=TIMEOUT,
+                            init_method="tcp://127.0.0.1:%s" % port)
+    try:
+        CASES[case](rank, world, *argv[4:])
+    finally:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,176 @@
+"""Cutting a GritTensor into blocks of rows or columns: the shards that
+torch's tensor parallelism asks for (``aten.split`` / ``aten.slice`` on the
+weight, see ``collectives.py``).
+
+GRIT's planes are bit streams over the row-major weight, with groups along
+the rows. So a block of whole rows is a byte range of each plane. A block
+of columns is a byte range of each row's share of each plane, if it begins
+and ends on a group boundary (a two-level grade's super-block, a sparse
+grade's quad). A per-tensor plane (NVF4's one binary32 scale) goes whole
+into every shard, since it holds the same value for each. Each cut must
+fall on a byte boundary in every plane. Each shard is rebuilt through
+``GritTensor.from_planes``, so it carries its own descriptor and passes its
+own level-1 check. Nothing is decoded, and no bit is changed.
+
+A cut that would split a group is refused (ValueError) naming the tensor,
+its grade and group span, and the cut that was asked for.
+"""
+
+from ..contract.descriptor import Descriptor
+from ..contract.int4_groups import Int4Groups
+
+
+def _lengths(grade, rows, cols):
+    """The four plane lengths of a rows x cols weight (GRIT's size equations)."""
+    if rows == 0 or cols == 0:
+        return [0, 0, 0, 0]
+    if isinstance(grade, Int4Groups):
+        return [(rows * cols + 1) // 2, 8 * rows * (-(-cols // grade.group)), 0, 0]
+    return list(Descriptor(grade, (rows, cols)).expected_plane_bytes())
+
+
+def _label(w):
+    return "GritTensor %r" % w.grit_name if w.grit_name else "a GritTensor"
+
+
+def _per_tensor(grade, rows, cols, i):
+    """Whether plane i has one length whatever the weight's size (a per-tensor scale)."""
+    if isinstance(grade, Int4Groups):
+        return False
+    a, b = _lengths(grade, 1, cols)[i], _lengths(grade, 8, cols)[i]
+    return a == b and a == _lengths(grade, rows, cols)[i]
+
+
+def _byte_exact(grade, rows, cols, i):
+    """Whether rows x cols values fill whole bytes of plane i (the bits of 8 such blocks are 8x theirs)."""
+    return 8 * _lengths(grade, rows, cols)[i] == _lengths(grade, 8 * rows, cols)[i]
+
+
+def cut_rows(w, r0, r1):
+    """Rows r0..r1 of the stored (untransposed) weight w, as a GritTensor."""
+    src = w.untile() if w.tiled else w
+    grade = src.grade
+    rows, cols = src.logical_shape
+    if r0 == 0 and r1 == rows:
+        return w._derive()
+    planes = src.planes
+    if isinstance(grade, Int4Groups):
+        return _cut_rows_int4g(src, planes, r0, r1)
+    out = []
+    for i, p in enumerate(planes):
+        if p.numel() == 0 or _per_tensor(grade, rows, cols, i):
+            out.append(p)
+            continue
+        if r0 and not _byte_exact(grade, r0, cols, i):
+            raise ValueError("%s (%s, shape %s): rows %d.. do not begin on a byte of plane %d; shard "
+                             "it at a multiple of 8 rows" % (_label(w), src.grade_canonical, (rows, cols),
+                                                             r0, i))
+        start = _lengths(grade, r0, cols)[i]
+        out.append(p[start:start + _lengths(grade, r1 - r0, cols)[i]])
+    return _rebuild(w, out, (r1 - r0, cols))
+
+
+def _cut_rows_int4g(src, planes, r0, r1):
+    rows, cols = src.logical_shape
+    if (r0 * cols) % 2:
+        raise ValueError("%s (%s, shape %s): row %d begins inside a byte of the packed codes (two "
+                         "codes a byte); shard at an even row" % (_label(src), src.grade.name, (rows, cols), r0))
+    codes, scales = planes[0], planes[1]
+    n = (r1 - r0) * cols
+    piece = codes[r0 * cols // 2:r0 * cols // 2 + (n + 1) // 2]
+    if n % 2:  # the last byte's high nibble is the next row's first code: a shard pads it with 0
+        piece = piece.clone()
+        piece[-1] &= 0x0F
+    per_row = 8 * (-(-cols // src.grade.group))
+    return _rebuild(src, [piece, scales[r0 * per_row:r1 * per_row]] + planes[2:], (r1 - r0, cols))
+
+
+def group_span(grade):
+    """Columns a cut must keep together: the group (a two-level grade's super-block when its
+    second level runs per block, a sparse grade's quad within it)."""
+    if isinstance(grade, Int4Groups):
+        return grade.group
+    k0 = int(grade.fields["k0"])
+    k1 = int(grade.fields.get("k1") or 0)
+    return k0 * k1 if k1 > 0 else k0
+
+
+def cut_cols(w, c0, c1, pieces=None):
+    """Columns c0..c1 of the stored weight w (every row), as a GritTensor; ``pieces``, when the
+    cut is one of torch's equal shards, is their number (for the refusal's wording)."""
+    src = w.untile() if w.tiled else w
+    grade = src.grade
+    rows, cols = src.logical_shape
+    if c0 == 0 and c1 == cols:
+        return w._derive()
+    span = group_span(grade)
+    bad = next((c for c in (c0, c1) if c % span and c != cols), None)
+    if bad is not None:
+        asked = ("in_features=%d cut into %d shards of %d columns" % (cols, pieces, c1 - c0)
+                 if pieces else "columns %d..%d" % (c0, c1))
+        if span >= cols:
+            raise ValueError("%s (%s, shape %s): %s would split its rows' one group (a scale per row): "
+                             "this weight cannot be sharded by in_features; shard the layer column-wise "
+                             "(by rows)" % (_label(w), grade.name or src.grade_canonical, (rows, cols), asked))
+        raise ValueError("%s (%s, shape %s): %s would split a group at column %d; its groups span %d "
+                         "columns, so a row-wise (in_features) shard must begin and end on a multiple of "
+                         "%d. Choose a number of shards that divides in_features/%d = %s, or shard this "
+                         "layer column-wise (by rows)" % (_label(w), grade.name or src.grade_canonical,
+                                                          (rows, cols), asked, bad, span, span, span,
+                                                          "%g" % (cols / span)))
+    planes = src.planes
+    if isinstance(grade, Int4Groups):
+        return _cut_cols_int4g(src, planes, c0, c1)
+    out = []
+    for i, p in enumerate(planes):
+        if p.numel() == 0 or _per_tensor(grade, rows, cols, i):
+            out.append(p)
+            continue
+        row_bytes = _lengths(grade, 1, cols)[i]
+        if not _byte_exact(grade, 1, cols, i) or (c0 and not _byte_exact(grade, 1, c0, i)):
+            raise ValueError("%s (%s, shape %s): columns %d..%d do not fall on whole bytes of plane %d "
+                             "in every row" % (_label(w), src.grade_canonical, (rows, cols), c0, c1, i))
+        start = _lengths(grade, 1, c0)[i]
+        width = _lengths(grade, 1, c1 - c0)[i]
+        out.append(p.view(rows, row_bytes)[:, start:start + width].contiguous().view(-1))
+    return _rebuild(w, out, (rows, c1 - c0))
+
+
+def _cut_cols_int4g(src, planes, c0, c1):
+    rows, cols = src.logical_shape
+    if cols % 2 or c0 % 2 or c1 % 2:
+        raise ValueError("%s (%s, shape %s): columns %d..%d of odd width or rows of odd length do not "
+                         "fall on whole bytes of the packed codes (two codes a byte)"
+                         % (_label(src), src.grade.name, (rows, cols), c0, c1))
+    g = src.grade.group
+    codes = planes[0].view(rows, cols // 2)[:, c0 // 2:c1 // 2].contiguous().view(-1)
+    groups = -(-cols // g)
+    scales = planes[1].view(rows, 8 * groups)[:, 8 * (c0 // g):8 * (-(-c1 // g))].contiguous().view(-1)
+    return _rebuild(src, [codes, scales] + planes[2:], (rows, c1 - c0))
+
+
+def _rebuild(w, planes, shape):
+    out = type(w).from_planes(planes, w.grade_canonical, shape, w.logical_dtype, placement=_canonical(w, shape),
+                              name=w.grit_name)
+    if w.tiled and out.can_tile:
+        out = out.tile()
+    return out
+
+
+def _canonical(w, shape):
+    """The shard's placement: the grade's canonical one for its shape (None for INT4G)."""
+    if not w.placement_words:
+        return None
+    return tuple(Descriptor(w.grade_canonical, shape).placement)
+
+
+def cut(w, dim, start, end, pieces=None):
+    """Rows (dim 0) or columns (dim 1) start..end of the stored weight."""
+    if w.transposed:
+        raise ValueError("%s: a transposed view is not cut; shard the stored weight [out, in]" % _label(w))
+    if dim == 0:
+        return cut_rows(w, start, end)
+    return cut_cols(w, start, end, pieces)
+
+
+__all__ = ["cut", "cut_rows", "cut_cols", "group_span"]

@@ -1,14 +1,15 @@
 """Tensor parallelism with torch's own parallelize_module / ColwiseParallel /
-RowwiseParallel on packed layers: 2 and 4 processes on 127.0.0.1 (gloo),
-each rank a process running tests/python/tp_worker.py, killed after
-RANK_TIMEOUT seconds. In one process: the shard cutter (torch_grit/tensor/
+RowwiseParallel on packed layers: 2 and 4 processes (gloo on the loopback
+interface, rendezvous through a file: no port to race for), each rank a
+process running tests/python/tp_worker.py, killed after RANK_TIMEOUT
+seconds. In one process: the shard cutter (torch_grit/tensor/
 shard.py) against the decoded weight, and the backward-only claim of the
 product over out_features."""
 
 import os
-import socket
 import subprocess
 import sys
+import tempfile
 
 import pytest
 import torch
@@ -22,16 +23,12 @@ WORKER = os.path.join(os.path.dirname(__file__), "tp_worker.py")
 RANK_TIMEOUT = 120  # seconds for a whole case; every collective inside has 60
 
 
-def _free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def run_ranks(case, world, *args):
-    port = str(_free_port())
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-    procs = [subprocess.Popen([sys.executable, WORKER, case, str(r), str(world), port, *args],
+    init = tempfile.NamedTemporaryFile(prefix="grit_tp_", delete=False)
+    init.close()
+    os.unlink(init.name)  # the file store creates it; a stale one would hold another run's keys
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", GLOO_SOCKET_IFNAME="lo")
+    procs = [subprocess.Popen([sys.executable, WORKER, case, str(r), str(world), init.name, *args],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
              for r in range(world)]
     outs = []
@@ -60,6 +57,15 @@ def test_mlp_other_grades_sources_and_the_tile_layout(grade, src, tile):
 
 def test_a_lone_layer_each_way():
     run_ranks("linear", 2, "MXFP4")
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_the_small_llama_under_a_megatron_plan(world):
+    run_ranks("llama", world, "MXFP4")
+
+
+def test_lora_adapters_train_under_the_plan():
+    run_ranks("lora", 2, "MXFP4")
 
 
 def test_a_plan_that_splits_a_group_is_refused_on_every_rank():

@@ -1,6 +1,6 @@
 """One rank of a tensor-parallel case (test_tensor_parallel.py starts one
-process per rank on 127.0.0.1 and gloo): ``python tp_worker.py CASE RANK
-WORLD PORT [ARGS...]``. Exits 0 when every check passes; a failed check
+process per rank, gloo over the loopback interface, rendezvous through a
+file): ``python tp_worker.py CASE RANK WORLD INIT_FILE [ARGS...]``. Exits 0 when every check passes; a failed check
 raises (a traceback and exit 1).
 
 Every rank builds the same packed model from the same seed, keeps an
@@ -10,6 +10,7 @@ unsharded copy as the reference, parallelizes the other with torch's own
 
 import copy
 import datetime
+import os
 import sys
 
 import torch
@@ -112,18 +113,77 @@ def case_linear_dtypes(rank, world, grade):
     assert ((y - y_ref).abs() <= bound(y_ref)).all(), (y - y_ref).abs().max()
 
 
-CASES = {"mlp": case_mlp, "refuse": case_refuse, "linear": case_linear_dtypes}
+def case_llama(rank, world, grade):
+    """The small Llama of examples/causal_lm_quality.py, packed, under a Megatron-style plan
+    (q/k/v/gate/up column-wise, o/down row-wise): the same logits as one process within the
+    all-reduce bound."""
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
+    from causal_lm_quality import build_model
+
+    model = build_model(hidden=256, intermediate=512, layers=2, heads=4, vocab=256)
+    torch_grit.quantize_(model, grade)
+    ref = copy.deepcopy(model)
+    mesh = init_device_mesh("cpu", (world,))
+    plan = {"model.layers.*.self_attn.%s_proj" % p: ColwiseParallel() for p in "qkv"}
+    plan.update({"model.layers.*.mlp.gate_proj": ColwiseParallel(), "model.layers.*.mlp.up_proj": ColwiseParallel(),
+                 "model.layers.*.self_attn.o_proj": RowwiseParallel(),
+                 "model.layers.*.mlp.down_proj": RowwiseParallel()})
+    parallelize_module(model, mesh, plan)
+    assert isinstance(model.model.layers[1].mlp.down_proj.weight, DTensor)
+    ids = torch.randint(0, 256, (2, 24), generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        got, want = model(ids).logits, ref(ids).logits
+    assert ((got - want).abs() <= bound(want, 256)).all(), (got - want).abs().max()
+
+
+def case_lora(rank, world, grade):
+    """PEFT LoRA adapters on the packed MLP, sharded with their layers: a column-wise layer's
+    lora_B column-wise (its output is the layer's local columns), a row-wise layer's lora_A
+    row-wise (it reads the local in_features). One training step's adapter gradients equal
+    one process's within the all-reduce bound."""
+    from peft import LoraConfig, get_peft_model
+
+    m = mlp(grade, world)
+    config = LoraConfig(r=8, lora_alpha=16, target_modules=["0", "2"], lora_dropout=0.0,
+                        init_lora_weights=False)
+    torch.manual_seed(2)
+    model = get_peft_model(m, config)
+    ref = copy.deepcopy(model)
+    mesh = init_device_mesh("cpu", (world,))
+    base = "base_model.model."
+    parallelize_module(model, mesh, {base + "0.base_layer": ColwiseParallel(),
+                                     base + "0.lora_B.default": ColwiseParallel(),
+                                     base + "2.base_layer": RowwiseParallel(),
+                                     base + "2.lora_A.default": RowwiseParallel()})
+    x = torch.randn(4, 256)
+    dist.broadcast(x, 0)
+    gy = torch.randn(4, 128)
+    dist.broadcast(gy, 0)
+    model(x).backward(gy)
+    ref(x).backward(gy)
+    got = {n: p.grad for n, p in model.named_parameters() if p.requires_grad}
+    want = {n: p.grad for n, p in ref.named_parameters() if p.requires_grad}
+    assert sorted(got) == sorted(want) and len(got) == 4, sorted(got)
+    for name, g in got.items():
+        g = g.full_tensor() if isinstance(g, DTensor) else g
+        w = want[name]
+        assert ((g - w).abs() <= bound(w, 256)).all(), (name, (g - w).abs().max())
+
+
+CASES = {"mlp": case_mlp, "refuse": case_refuse, "linear": case_linear_dtypes, "llama": case_llama,
+         "lora": case_lora}
 
 
 def main(argv):
-    case, rank, world, port = argv[0], int(argv[1]), int(argv[2]), argv[3]
+    case, rank, world, init_file = argv[0], int(argv[1]), int(argv[2]), argv[3]
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=world, timeout=TIMEOUT,
-                            init_method="tcp://127.0.0.1:%s" % port)
-    try:
-        CASES[case](rank, world, *argv[4:])
-    finally:
-        dist.destroy_process_group()
+                            init_method="file://%s" % init_file)
+    CASES[case](rank, world, *argv[4:])
+    # Every rank done before any tears its connections down: a gloo pair whose peer closed
+    # first could otherwise abort at exit ("terminate called without an active exception").
+    dist.barrier()
+    dist.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 
 import pytest
 import torch
@@ -23,7 +24,7 @@ WORKER = os.path.join(os.path.dirname(__file__), "tp_worker.py")
 RANK_TIMEOUT = 120  # seconds for a whole case; every collective inside has 60
 
 
-def run_ranks(case, world, *args):
+def run_ranks(case, world, *args, expect=None):
     init = tempfile.NamedTemporaryFile(prefix="grit_tp_", delete=False)
     init.close()
     os.unlink(init.name)  # the file store creates it; a stale one would hold another run's keys
@@ -39,6 +40,8 @@ def run_ranks(case, world, *args):
         for p in procs:
             p.kill()
         pytest.fail("%s on %d ranks did not finish in %d s" % (case, world, RANK_TIMEOUT))
+    if expect is not None:
+        return [(p.returncode, out) for p, out in zip(procs, outs)]
     bad = [(r, p.returncode, out[-3000:]) for r, (p, out) in enumerate(zip(procs, outs)) if p.returncode]
     assert not bad, "\n".join("rank %d exited %d:\n%s" % b for b in bad)
 
@@ -66,6 +69,17 @@ def test_the_small_llama_under_a_megatron_plan(world):
 
 def test_lora_adapters_train_under_the_plan():
     run_ranks("lora", 2, "MXFP4")
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_a_rank_that_dies_makes_the_others_fail_not_hang(world):
+    t0 = time.monotonic()
+    results = run_ranks("die", world, "MXFP4", expect="failure")
+    took = time.monotonic() - t0
+    assert results[-1][0] == 3  # the one that died
+    for code, out in results[:-1]:
+        assert code == 2 and "failed: " in out, out[-2000:]
+    assert took < 60, took  # the collectives' timeout is 10 s; startup is the rest
 
 
 def test_a_plan_that_splits_a_group_is_refused_on_every_rank():

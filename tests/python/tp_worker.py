@@ -24,6 +24,7 @@ import torch_grit
 from torch_grit.nn import GritLinear
 
 TIMEOUT = datetime.timedelta(seconds=60)  # every collective; the parent kills the ranks at 120 s
+FAULT_TIMEOUT = datetime.timedelta(seconds=10)  # the "die" case's collectives
 
 
 def mlp(grade, world, tile=False):
@@ -170,14 +171,35 @@ def case_lora(rank, world, grade):
         assert ((g - w).abs() <= bound(w, 256)).all(), (name, (g - w).abs().max())
 
 
-CASES = {"mlp": case_mlp, "refuse": case_refuse, "linear": case_linear_dtypes, "llama": case_llama,
+def case_die(rank, world, grade):
+    """The last rank exits between the sharding and the forward; the others must fail (the
+    row-wise layer's all-reduce) with an error within FAULT_TIMEOUT, never hang. Each rank
+    prints what it saw; the parent checks the survivors' exit and time."""
+    m = mlp(grade, world)
+    mesh = init_device_mesh("cpu", (world,))
+    parallelize_module(m, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
+    dist.barrier()
+    if rank == world - 1:
+        os._exit(3)  # killed: no teardown, no goodbye
+    try:
+        m(torch.randn(2, 256))
+        dist.barrier()
+    except Exception as e:  # what a user's script would see
+        print("rank %d failed: %s: %s" % (rank, type(e).__name__, str(e).splitlines()[0][:300]), flush=True)
+        os._exit(2)
+    print("rank %d: no error" % rank, flush=True)
+    os._exit(0)
+
+
+CASES = {"die": case_die, "mlp": case_mlp, "refuse": case_refuse, "linear": case_linear_dtypes, "llama": case_llama,
          "lora": case_lora}
 
 
 def main(argv):
     case, rank, world, init_file = argv[0], int(argv[1]), int(argv[2]), argv[3]
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=TIMEOUT,
+    dist.init_process_group("gloo", rank=rank, world_size=world,
+                            timeout=FAULT_TIMEOUT if case == "die" else TIMEOUT,
                             init_method="file://%s" % init_file)
     CASES[case](rank, world, *argv[4:])
     # Every rank done before any tears its connections down: a gloo pair whose peer closed

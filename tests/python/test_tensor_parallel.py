@@ -162,3 +162,13 @@ def test_layer_methods_that_need_a_whole_weight_say_so_on_a_shard():
     # layer still reports its grade through packed_weight.
     lin = torch_grit.nn.GritLinear.from_linear(nn.Linear(64, 32), "MXFP4")
     assert lin.packed_weight is lin.weight and lin.grade.name == "GRADE_MXFP4"
+
+
+def test_the_example_runs_under_torchrun():
+    torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
+    script = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "tensor_parallel.py")
+    env = dict(os.environ, OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo")
+    r = subprocess.run([torchrun, "--standalone", "--nproc-per-node", "2", script, "--grade", "NVF4"],
+                       capture_output=True, text=True, timeout=RANK_TIMEOUT, env=env)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "rank 1 holds" in r.stdout and "within the all-reduce bound" in r.stdout, r.stdout

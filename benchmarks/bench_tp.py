@@ -9,9 +9,10 @@ A training step is forward + backward + SGD on the token embeddings (the
 packed layers are frozen; the backward runs every packed layer's grad_input
 and the row-wise layers' all-reduces). Threads: the machine's cores are
 shared among the ranks (at least one each; 4 ranks on 2 cores oversubscribe).
-Each rank builds and packs the whole model before cutting its shards, so its
-peak RSS includes the whole packed model: a rank that reads only its shards
-from a checkpoint is not built yet.
+The model is packed and saved once; each rank builds a skeleton on the meta
+device, parallelizes it (1 rank too: a one-rank mesh) and loads its shards
+with torch_grit.load(path, model=...). "load peak" is how much the rank's
+peak RSS grew during that load (/proc/self/clear_refs resets the peak first).
 """
 
 import argparse
@@ -40,14 +41,20 @@ def rank_main(args):
     from causal_lm_quality import build_model
     from tensor_parallel import megatron_plan
 
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // args.world))
     dist.init_process_group("gloo", rank=args.rank, world_size=args.world, init_method="file://" + args.init,
                             timeout=datetime.timedelta(seconds=120))
-    model = build_model(hidden=args.hidden, intermediate=args.intermediate, layers=args.layers,
-                        heads=args.heads, vocab=1024, context=args.tokens)
-    torch_grit.quantize_(model, args.grade)
-    if args.world > 1:
-        parallelize_module(model, init_device_mesh("cpu", (args.world,)), megatron_plan(), src_data_rank=None)
+    with torch.device("meta"):
+        model = skeleton(args, build_model)
+    model.model.rotary_emb = LlamaRotaryEmbedding(config=model.config)  # a non-persistent buffer: no file has it
+    parallelize_module(model, init_device_mesh("cpu", (args.world,)), megatron_plan(), src_data_rank=None)
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # a new peak-RSS window
+    before = _status_kb("VmRSS")
+    torch_grit.load(args.checkpoint, model=model)
+    load_peak = (_status_kb("VmHWM") - before) * 1024
     local = sum(m.packed_weight.nbytes_packed for m in model.modules() if isinstance(m, GritLinear))
     for p in model.parameters():
         p.requires_grad_(False)
@@ -78,9 +85,33 @@ def rank_main(args):
         times[name] = statistics.median(samples)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     if args.rank == 0:
-        print(json.dumps({"world": args.world, "packed_bytes": local, "rss": rss, **times}))
+        print(json.dumps({"world": args.world, "packed_bytes": local, "rss": rss, "load_peak": load_peak, **times}))
     dist.barrier()
     dist.destroy_process_group()
+
+
+def skeleton(args, build_model):
+    return build_model(hidden=args.hidden, intermediate=args.intermediate, layers=args.layers,
+                       heads=args.heads, vocab=1024, context=args.tokens)
+
+
+def _status_kb(key):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    raise KeyError(key)
+
+
+def save_checkpoint(args, path):
+    import torch_grit
+    sys.path.insert(0, os.path.join(HERE, "..", "examples"))
+    from causal_lm_quality import build_model
+
+    model = skeleton(args, build_model)
+    torch_grit.quantize_(model, args.grade)
+    torch_grit.save(model, path)
+    return os.path.getsize(path)
 
 
 def launch(args, world):
@@ -88,7 +119,8 @@ def launch(args, world):
     env = dict(os.environ, GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS=str(max(1, (os.cpu_count() or 1) // world)))
     cmd = [sys.executable, os.path.abspath(__file__), "--rank-of", str(world), "--init", init, "--grade", args.grade,
            "--hidden", str(args.hidden), "--intermediate", str(args.intermediate), "--layers", str(args.layers),
-           "--heads", str(args.heads), "--tokens", str(args.tokens), "--reps", str(args.reps)]
+           "--heads", str(args.heads), "--tokens", str(args.tokens), "--reps", str(args.reps),
+           "--checkpoint", args.checkpoint]
     procs = [subprocess.Popen(cmd + ["--rank", str(r)], stdout=subprocess.PIPE, text=True, env=env)
              for r in range(world)]
     outs = [p.communicate(timeout=900)[0] for p in procs]
@@ -111,9 +143,13 @@ def main():
     ap.add_argument("--rank-of", type=int, dest="world", help=argparse.SUPPRESS)
     ap.add_argument("--rank", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--init", help=argparse.SUPPRESS)
+    ap.add_argument("--checkpoint", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.rank is not None:
         return rank_main(args)
+    tmp = tempfile.mkdtemp(prefix="grit_bench_tp_")
+    args.checkpoint = os.path.join(tmp, "model.safetensors")
+    file_bytes = save_checkpoint(args, args.checkpoint)
     worlds = [int(w) for w in args.worlds.split(",")]
     runs = {w: [] for w in worlds}
     for _ in range(args.rounds):  # interleaved: each round runs every world once
@@ -123,14 +159,17 @@ def main():
           "torch %s, %s" % (args.grade, args.hidden, args.intermediate, args.layers, args.tokens,
                             os.cpu_count() or 1, __import__("torch").__version__, time.strftime("%Y-%m-%d")))
     print()
-    print("| ranks | packed bytes per rank | peak RSS per rank (MB) | forward (ms) | step (ms) | forward vs 1 rank "
-          "| step vs 1 rank |")
-    print("|---|---|---|---|---|---|---|")
+    print("Checkpoint: %d bytes. Every rank loads its shards into a meta skeleton." % file_bytes)
+    print()
+    print("| ranks | packed bytes per rank | load peak per rank (MB) | peak RSS per rank (MB) | forward (ms) "
+          "| step (ms) | forward vs 1 rank | step vs 1 rank |")
+    print("|---|---|---|---|---|---|---|---|")
     base = {k: statistics.median(r[k] for r in runs[worlds[0]]) for k in ("forward", "step")}
     for w in worlds:
-        med = {k: statistics.median(r[k] for r in runs[w]) for k in ("forward", "step", "rss")}
-        print("| %d | %d | %.0f | %.1f | %.1f | %.2fx | %.2fx |" % (
-            w, runs[w][0]["packed_bytes"], med["rss"] / 2 ** 20, 1e3 * med["forward"], 1e3 * med["step"],
+        med = {k: statistics.median(r[k] for r in runs[w]) for k in ("forward", "step", "rss", "load_peak")}
+        print("| %d | %d | %.1f | %.0f | %.1f | %.1f | %.2fx | %.2fx |" % (
+            w, runs[w][0]["packed_bytes"], med["load_peak"] / 2 ** 20, med["rss"] / 2 ** 20,
+            1e3 * med["forward"], 1e3 * med["step"],
             base["forward"] / med["forward"], base["step"] / med["step"]))
 
 

@@ -22,7 +22,7 @@ RANK = {
     "nn": 4,
     "quantization": 5,
     "checkpoint": 6,
-    "scan": 7, "integrations": 7,
+    "scan": 7, "integrations": 7, "parallel": 7,
     "interop": 8,
     "cli": 9,
     "__init__": 10, "__main__": 10,

@@ -191,7 +191,60 @@ def case_die(rank, world, grade):
     os._exit(0)
 
 
-CASES = {"die": case_die, "mlp": case_mlp, "refuse": case_refuse, "linear": case_linear_dtypes, "llama": case_llama,
+def _hwm_reset():
+    """Start a new peak-RSS window (Linux: clear_refs 5 resets VmHWM); False where it cannot."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _status_kb(key):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    raise KeyError(key)
+
+
+def case_load(rank, world, path, hidden, inner, measure):
+    """torch_grit.load(path, model=tp_model) into a meta skeleton parallelized by torch: each
+    rank's weights are its shards, read from the file alone, and its peak memory grows by
+    less than 0.75x the file's packed bytes; the outputs are the whole model's."""
+    hidden, inner = int(hidden), int(inner)
+    with torch.device("meta"):
+        m = nn.Sequential(nn.Linear(hidden, inner), nn.ReLU(), nn.Linear(inner, hidden))
+    mesh = init_device_mesh("cpu", (world,))
+    parallelize_module(m, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()}, src_data_rank=None)
+    file_bytes = os.path.getsize(path)  # the packed planes, the float biases and a small header
+    dist.barrier()
+    measured = measure == "1" and _hwm_reset()
+    before = _status_kb("VmRSS")
+    torch_grit.load(path, model=m)
+    if measure == "1":
+        assert measured, "this kernel cannot reset the peak RSS (/proc/self/clear_refs)"
+        grew = (_status_kb("VmHWM") - before) * 1024
+        print("rank %d: peak RSS grew %d bytes for a file of %d" % (rank, grew, file_bytes), flush=True)
+        assert grew <= 0.75 * file_bytes, (grew, file_bytes)
+    for i, dim in (("0", 0), ("2", 1)):
+        layer = m[int(i)]
+        assert isinstance(layer, GritLinear) and isinstance(layer.weight, DTensor), layer
+        assert layer.weight.placements == (Shard(dim),)
+        assert layer.packed_weight.logical_shape[dim] == layer.weight.shape[dim] // world
+    whole = nn.Sequential(nn.Linear(hidden, inner), nn.ReLU(), nn.Linear(inner, hidden))
+    torch_grit.load(path, model=whole)
+    for i, dim in (("0", 0), ("2", 1)):
+        want = whole[int(i)].weight.dequantize().chunk(world, dim=dim)[rank]
+        assert torch.equal(m[int(i)].packed_weight.dequantize(), want)
+    x = torch.randn(3, hidden)
+    dist.broadcast(x, 0)
+    y, y_ref = m(x), whole(x)
+    assert ((y - y_ref).abs() <= bound(y_ref)).all(), (y - y_ref).abs().max()
+
+
+CASES = {"load": case_load, "die": case_die, "mlp": case_mlp, "refuse": case_refuse, "linear": case_linear_dtypes, "llama": case_llama,
          "lora": case_lora}
 
 

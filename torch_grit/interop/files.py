@@ -6,6 +6,7 @@ a torch_grit safetensors checkpoint (``checkpoint.save_load``).
 
 from ..checkpoint import save_load
 from ..checkpoint.format import VERIFY_LEVELS
+from ..parallel import is_sharded, load_sharded
 
 
 def is_gguf(path):
@@ -29,12 +30,19 @@ def load(path, model=None, *, verify="structure", device="cpu", strict=True, req
     for ``*.gguf``, a GGUF file (``interop.gguf.load_gguf``; ``requantize=GRADE`` packs
     the block types GRIT cannot name, else they are refused; a GGUF file has no
     digest, so ``verify`` changes nothing there: every tensor is read and checked).
-    With ``model``, the tensors go into it as ``checkpoint.save_load.load`` does;
+    With ``model``, the tensors go into it as ``checkpoint.save_load.load`` does, or, for a
+    model ``parallelize_module`` has sharded, each rank reads only its shards' bytes
+    (``parallel.load_sharded``);
     ``activations`` ("recorded", None or "s8") sets the packed layers' activation
     mode (a GGUF file records none, so "recorded" keeps float activations)."""
     if not is_gguf(path):
         if requantize is not None:
             raise ValueError("requantize= applies to GGUF files; %s is a safetensors checkpoint" % path)
+        if model is not None and is_sharded(model):  # parallelize_module ran: each rank reads its shards
+            if str(device) != "cpu":
+                raise ValueError("a sharded load places each shard where the model's DTensors are; device= "
+                                 "does not apply")
+            return load_sharded(path, model, verify=verify, strict=strict, activations=activations)
         return save_load.load(path, model, verify=verify, device=device, strict=strict,
                               activations=activations)
     from .gguf import load_gguf

@@ -46,28 +46,81 @@ def _byte_exact(grade, rows, cols, i):
     return 8 * _lengths(grade, rows, cols)[i] == _lengths(grade, 8 * rows, cols)[i]
 
 
+def row_spans(grade, rows, cols, r0, r1, label="a GritTensor"):
+    """Per plane, the bytes of rows r0..r1 of a rows x cols weight: (first, width, count, stride)
+    meaning bytes first + k*stride .. + width for k < count (here count 1: one range)."""
+    spans = []
+    for i in range(4):
+        full = _lengths(grade, rows, cols)[i]
+        if full == 0 or _per_tensor(grade, rows, cols, i):
+            spans.append((0, full, 1, 0))
+            continue
+        if r0 and not _byte_exact(grade, r0, cols, i):
+            raise ValueError("%s (%s, shape %s): rows %d.. do not begin on a byte of plane %d; shard "
+                             "it at a multiple of 8 rows" % (label, grade.canonical, (rows, cols), r0, i))
+        spans.append((_lengths(grade, r0, cols)[i], _lengths(grade, r1 - r0, cols)[i], 1, 0))
+    return spans
+
+
+def col_spans(grade, rows, cols, c0, c1, label="a GritTensor", pieces=None):
+    """Per plane, the bytes of columns c0..c1 (every row): (first, width, count, stride), one
+    range per row. ValueError where the cut would split a group or a byte."""
+    span = group_span(grade)
+    bad = next((c for c in (c0, c1) if c % span and c != cols), None)
+    if bad is not None:
+        asked = ("in_features=%d cut into %d shards of %d columns" % (cols, pieces, c1 - c0)
+                 if pieces else "columns %d..%d" % (c0, c1))
+        name = grade.name or grade.canonical
+        if span >= cols:
+            raise ValueError("%s (%s, shape %s): %s would split its rows' one group (a scale per row): "
+                             "this weight cannot be sharded by in_features; shard the layer column-wise "
+                             "(by rows)" % (label, name, (rows, cols), asked))
+        raise ValueError("%s (%s, shape %s): %s would split a group at column %d; its groups span %d "
+                         "columns, so a row-wise (in_features) shard must begin and end on a multiple of "
+                         "%d. Choose a number of shards that divides in_features/%d = %s, or shard this "
+                         "layer column-wise (by rows)" % (label, name, (rows, cols), asked, bad, span, span,
+                                                          span, "%g" % (cols / span)))
+    spans = []
+    for i in range(4):
+        full = _lengths(grade, rows, cols)[i]
+        if full == 0 or _per_tensor(grade, rows, cols, i):
+            spans.append((0, full, 1, 0))
+            continue
+        if not _byte_exact(grade, 1, cols, i) or (c0 and not _byte_exact(grade, 1, c0, i)):
+            raise ValueError("%s (%s, shape %s): columns %d..%d do not fall on whole bytes of plane %d "
+                             "in every row" % (label, grade.canonical, (rows, cols), c0, c1, i))
+        spans.append((_lengths(grade, 1, c0)[i], _lengths(grade, 1, c1 - c0)[i], rows,
+                      _lengths(grade, 1, cols)[i]))
+    return spans
+
+
+def block_spans(grade, shape, dim, start, end, label="a GritTensor", pieces=None):
+    """row_spans (dim 0) or col_spans (dim 1) of a GRIT grade's weight of ``shape``."""
+    rows, cols = shape
+    if dim == 0:
+        return row_spans(grade, rows, cols, start, end, label)
+    return col_spans(grade, rows, cols, start, end, label, pieces)
+
+
+def gather(plane, span):
+    """The bytes a span names, from a 1-D uint8 plane (a view where they are one range)."""
+    first, width, count, stride = span
+    if count == 1:
+        return plane[first:first + width]
+    return plane.as_strided((count, width), (stride, 1), plane.storage_offset() + first).contiguous().view(-1)
+
+
 def cut_rows(w, r0, r1):
     """Rows r0..r1 of the stored (untransposed) weight w, as a GritTensor."""
     src = w.untile() if w.tiled else w
-    grade = src.grade
     rows, cols = src.logical_shape
     if r0 == 0 and r1 == rows:
         return w._derive()
     planes = src.planes
-    if isinstance(grade, Int4Groups):
+    if isinstance(src.grade, Int4Groups):
         return _cut_rows_int4g(src, planes, r0, r1)
-    out = []
-    for i, p in enumerate(planes):
-        if p.numel() == 0 or _per_tensor(grade, rows, cols, i):
-            out.append(p)
-            continue
-        if r0 and not _byte_exact(grade, r0, cols, i):
-            raise ValueError("%s (%s, shape %s): rows %d.. do not begin on a byte of plane %d; shard "
-                             "it at a multiple of 8 rows" % (_label(w), src.grade_canonical, (rows, cols),
-                                                             r0, i))
-        start = _lengths(grade, r0, cols)[i]
-        out.append(p[start:start + _lengths(grade, r1 - r0, cols)[i]])
-    return _rebuild(w, out, (r1 - r0, cols))
+    spans = row_spans(src.grade, rows, cols, r0, r1, _label(w))
+    return _rebuild(w, [gather(p, sp) for p, sp in zip(planes, spans)], (r1 - r0, cols))
 
 
 def _cut_rows_int4g(src, planes, r0, r1):
@@ -99,41 +152,17 @@ def cut_cols(w, c0, c1, pieces=None):
     """Columns c0..c1 of the stored weight w (every row), as a GritTensor; ``pieces``, when the
     cut is one of torch's equal shards, is their number (for the refusal's wording)."""
     src = w.untile() if w.tiled else w
-    grade = src.grade
     rows, cols = src.logical_shape
     if c0 == 0 and c1 == cols:
         return w._derive()
-    span = group_span(grade)
-    bad = next((c for c in (c0, c1) if c % span and c != cols), None)
-    if bad is not None:
-        asked = ("in_features=%d cut into %d shards of %d columns" % (cols, pieces, c1 - c0)
-                 if pieces else "columns %d..%d" % (c0, c1))
-        if span >= cols:
-            raise ValueError("%s (%s, shape %s): %s would split its rows' one group (a scale per row): "
-                             "this weight cannot be sharded by in_features; shard the layer column-wise "
-                             "(by rows)" % (_label(w), grade.name or src.grade_canonical, (rows, cols), asked))
-        raise ValueError("%s (%s, shape %s): %s would split a group at column %d; its groups span %d "
-                         "columns, so a row-wise (in_features) shard must begin and end on a multiple of "
-                         "%d. Choose a number of shards that divides in_features/%d = %s, or shard this "
-                         "layer column-wise (by rows)" % (_label(w), grade.name or src.grade_canonical,
-                                                          (rows, cols), asked, bad, span, span, span,
-                                                          "%g" % (cols / span)))
-    planes = src.planes
-    if isinstance(grade, Int4Groups):
-        return _cut_cols_int4g(src, planes, c0, c1)
-    out = []
-    for i, p in enumerate(planes):
-        if p.numel() == 0 or _per_tensor(grade, rows, cols, i):
-            out.append(p)
-            continue
-        row_bytes = _lengths(grade, 1, cols)[i]
-        if not _byte_exact(grade, 1, cols, i) or (c0 and not _byte_exact(grade, 1, c0, i)):
-            raise ValueError("%s (%s, shape %s): columns %d..%d do not fall on whole bytes of plane %d "
-                             "in every row" % (_label(w), src.grade_canonical, (rows, cols), c0, c1, i))
-        start = _lengths(grade, 1, c0)[i]
-        width = _lengths(grade, 1, c1 - c0)[i]
-        out.append(p.view(rows, row_bytes)[:, start:start + width].contiguous().view(-1))
-    return _rebuild(w, out, (rows, c1 - c0))
+    if isinstance(src.grade, Int4Groups):
+        span = group_span(src.grade)
+        if any(c % span and c != cols for c in (c0, c1)):
+            raise ValueError("%s (%s, shape %s): columns %d..%d would split a group of %d"
+                             % (_label(w), src.grade.name, (rows, cols), c0, c1, span))
+        return _cut_cols_int4g(src, src.planes, c0, c1)
+    spans = col_spans(src.grade, rows, cols, c0, c1, _label(w), pieces)
+    return _rebuild(w, [gather(p, sp) for p, sp in zip(src.planes, spans)], (rows, c1 - c0))
 
 
 def _cut_cols_int4g(src, planes, c0, c1):
@@ -173,4 +202,4 @@ def cut(w, dim, start, end, pieces=None):
     return cut_cols(w, start, end, pieces)
 
 
-__all__ = ["cut", "cut_rows", "cut_cols", "group_span"]
+__all__ = ["cut", "cut_rows", "cut_cols", "group_span", "block_spans", "gather"]

@@ -1,0 +1,219 @@
+"""``torch_grit.load(path, model=tp_model)`` for a model that
+``parallelize_module`` has already sharded: each rank reads from the
+safetensors file only its own shards' bytes.
+
+The model may be a skeleton on the meta device. Build it from a config under
+``torch.device("meta")``, call ``parallelize_module``, then load. Every
+``nn.Linear`` whose weight the file holds packed then becomes a
+``GritLinear``. If its weight is a DTensor (``Shard(0)`` column-wise,
+``Shard(1)`` row-wise, on a 1-D mesh), the rank reads only the byte ranges
+of its shard of each plane: one range for a block of rows, one per row for a
+block of whole groups of columns (``tensor/shard.py``'s spans). It reads
+them with plain positioned reads, not a memory map, so the other ranks'
+bytes are never paged in. The layer stays the same module object, so the
+forward hooks the plan registered on it keep working. The float tensors
+(embeddings, norms, biases) are read whole and distributed with the same
+placements as the model's parameters (``src_data_rank=None``: every rank
+cuts its own).
+
+Checks, all before the model is touched: each packed tensor's descriptor
+passes level 1 against the file's header (``checkpoint.read.open_layout``),
+and each shard's plane lengths pass level 1 against the shard's own
+descriptor. A weight that does not split evenly over the mesh, a placement
+other than Shard(0) / Shard(1) / Replicate, or a cut that would split a
+group is refused, naming the tensor. No rank ever holds the whole packed or
+float weight of a sharded layer.
+"""
+
+import os
+from collections import OrderedDict
+
+import torch
+from torch import nn
+
+from ..checkpoint.format import DTYPES_BY_NAME
+from ..checkpoint.read import activation_modes, open_layout
+from ..checkpoint.safetensors_io import CheckpointError
+from ..contract.descriptor import Descriptor
+from ..nn.linear import GritLinear
+from ..tensor.grit_tensor import GritTensor
+from ..tensor.shard import block_spans
+
+try:
+    from torch.distributed.tensor import DTensor, Replicate, Shard, distribute_tensor
+except ImportError:  # a torch without torch.distributed: no model is ever sharded
+    DTensor = None
+
+
+def is_sharded(model):
+    """Whether any parameter of ``model`` is a DTensor (``parallelize_module`` ran on it)."""
+    return DTensor is not None and isinstance(model, nn.Module) and any(
+        isinstance(p, DTensor) for p in model.parameters())
+
+
+def _shard_of(name, dt, shape):
+    """(dim, start, end) of this rank's block of a ``shape`` tensor placed like DTensor ``dt``;
+    dim None for a replicated one."""
+    mesh, placements = dt.device_mesh, dt.placements
+    if mesh.ndim != 1 or len(placements) != 1:
+        raise CheckpointError("a %d-D device mesh; the sharded load reads 1-D meshes" % mesh.ndim, tensor=name,
+                              field="placement")
+    p = placements[0]
+    if isinstance(p, Replicate):
+        return None, 0, 0
+    if not isinstance(p, Shard) or p.dim % 2 not in (0, 1):
+        raise CheckpointError("placement %s; the sharded load reads Shard(0), Shard(1) and Replicate"
+                              % (p,), tensor=name, field="placement")
+    dim, world, rank = p.dim % 2, mesh.size(), mesh.get_local_rank()
+    n = shape[dim]
+    if n % world:
+        raise CheckpointError("dimension %d (%d) does not split evenly over %d ranks; torch would pad the "
+                              "last shard, which has no packed form" % (dim, n, world), tensor=name,
+                              field="shape", expected="a multiple of %d" % world, found=n)
+    size = n // world
+    return dim, rank * size, (rank + 1) * size
+
+
+def _read_spans(path, data_start, entry, span):
+    """The bytes of one span of one plane entry, by positioned reads."""
+    first, width, count, stride = span
+    out = torch.empty(width * count, dtype=torch.uint8)
+    if width * count == 0:
+        return out
+    view = memoryview(out.numpy())
+    base = data_start + entry.begin + first
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        for k in range(count):
+            got = os.preadv(fd, [view[k * width:(k + 1) * width]], base + k * stride)
+            if got != width:
+                raise CheckpointError("the file ends inside plane %s" % entry.name, path, entry.name,
+                                      field="data_offsets", expected=width, found=got)
+    finally:
+        os.close(fd)
+    return out
+
+
+def _packed_shard(name, header, packed, dt):
+    """This rank's shard of one packed tensor (a GritTensor), read from its spans, checked."""
+    shape = tuple(packed.descriptor.shape)
+    grade = packed.descriptor.grade
+    dim, start, end = _shard_of(name, dt, shape) if dt is not None else (None, 0, 0)
+    if dim is None:
+        start, end, dim = 0, shape[0], 0
+    spans = block_spans(grade, shape, dim, start, end, label="GritTensor %r" % name,
+                        pieces=shape[dim] // max(1, end - start))
+    planes = [_read_spans(header.path, header.data_start, e, sp) if e is not None else None
+              for e, sp in zip(packed.plane_entries, spans)]
+    local = (end - start, shape[1]) if dim == 0 else (shape[0], end - start)
+    placement = tuple(Descriptor(grade, local).placement)
+    return GritTensor.from_planes(planes, grade, local, DTYPES_BY_NAME[packed.dtype], placement=placement,
+                                  name=name)
+
+
+def load_sharded(path, model, *, verify="structure", strict=True, activations="recorded"):
+    """Fill a ``parallelize_module``-d model from a torch_grit checkpoint, each rank reading
+    its own shards only (see the module docstring). Returns the model."""
+    from safetensors import safe_open
+
+    if verify == "digest":
+        raise ValueError("verify='digest' reads every plane whole to hash it; a sharded load reads only this "
+                         "rank's bytes. Verify the file once with torch-grit inspect --verify digest (or "
+                         "torch_grit.load(path, verify='digest') on one process), then load sharded")
+    lay = open_layout(path)  # every descriptor at level 1, from the headers alone
+    params = dict(model.named_parameters())
+    buffers = dict(model.named_buffers())
+    shards, floats = OrderedDict(), OrderedDict()
+    for name, (header, packed) in sorted(lay.packed.items()):
+        owner, _, leaf = name.rpartition(".")
+        module = _submodule(model, owner)
+        if leaf != "weight" or not isinstance(module, nn.Linear):
+            raise CheckpointError("the file holds %s packed, but the model has no nn.Linear %r to take it"
+                                  % (name, owner), tensor=name, field="model")
+        want = (module.out_features, module.in_features)
+        if tuple(packed.descriptor.shape) != want:
+            raise CheckpointError("packed weight of shape %s does not fit (out, in) = %s"
+                                  % (tuple(packed.descriptor.shape), want), tensor=name, field="shape",
+                                  expected=want, found=tuple(packed.descriptor.shape))
+        w = module.weight
+        shards[name] = (module, w if isinstance(w, DTensor) else None,
+                        _packed_shard(name, header, packed, w if isinstance(w, DTensor) else None))
+    for name, (header, entry) in sorted(lay.plain.items()):
+        if name not in params and name not in buffers:
+            if strict:
+                raise CheckpointError("the file holds %s, which the model does not have (pass strict=False "
+                                      "to load what matches)" % name, tensor=name, field="keys")
+            continue
+        with safe_open(header.path, framework="pt", device="cpu") as f:
+            floats[name] = f.get_tensor(name)
+    missing = sorted(set(params) - set(floats) - set(shards))
+    if strict and missing:
+        raise CheckpointError("the model has %s, which the file does not hold" % missing[:8], field="keys")
+    _check_activations(lay, shards, activations)
+    # Everything read and checked: now the model changes.
+    for name, (module, dt, local) in shards.items():
+        if dt is not None:
+            weight = DTensor.from_local(local, dt.device_mesh, dt.placements, run_check=False,
+                                        shape=tuple(dt.shape), stride=(module.in_features, 1))
+        else:
+            weight = local
+        if not isinstance(module, GritLinear):
+            # The same module object, now a GritLinear: the forward hooks parallelize_module put on
+            # it stay (a new module would drop them). GritLinear adds methods, not state.
+            module.__class__ = GritLinear
+            module.activations = None
+        module.weight = nn.Parameter(weight, requires_grad=False)
+    for name, value in floats.items():
+        _assign(model, name, value, params.get(name))
+    _set_activations(model, lay, activations)
+    still_meta = [n for n, p in model.named_parameters() if _is_meta(p)]
+    still_meta += [n for n, b in model.named_buffers() if _is_meta(b)]
+    if still_meta:
+        raise CheckpointError("still on the meta device after the load: %s. A file holds no non-persistent "
+                              "buffer (a rotary embedding's inv_freq): build those modules on a real device "
+                              "before parallelize_module, or recreate them after the load"
+                              % still_meta[:8], field="keys")
+    return model
+
+
+def _submodule(model, owner):
+    try:
+        return model.get_submodule(owner) if owner else model
+    except AttributeError:
+        return None
+
+
+def _is_meta(p):
+    t = p.to_local() if DTensor is not None and isinstance(p, DTensor) else p
+    return t.device.type == "meta"
+
+
+def _assign(model, name, value, current):
+    """A float tensor of the file into the model: a buffer as it is, a parameter with the model's
+    dtype and, for a DTensor parameter, its placements (this rank's block)."""
+    owner, _, leaf = name.rpartition(".")
+    module = model.get_submodule(owner) if owner else model
+    if current is None:  # a buffer
+        module._buffers[leaf] = value.to(module._buffers[leaf].dtype)
+        return
+    if tuple(value.shape) != tuple(current.shape):
+        raise CheckpointError("shape %s in the file, %s in the model" % (tuple(value.shape), tuple(current.shape)),
+                              tensor=name, field="shape", expected=tuple(current.shape), found=tuple(value.shape))
+    value = value.to(current.dtype)
+    if isinstance(current, DTensor):
+        value = distribute_tensor(value, current.device_mesh, current.placements, src_data_rank=None)
+    setattr(module, leaf, nn.Parameter(value, requires_grad=current.requires_grad))
+
+
+def _check_activations(lay, shards, activations):
+    recorded = activation_modes(lay)
+    if activations == "s8" or (activations == "recorded" and any(m == "s8" for m in recorded.values())):
+        raise ValueError("activations='s8' runs on a whole packed weight; a sharded load gives each rank a "
+                         "shard. Load with activations=None")
+
+
+def _set_activations(model, lay, activations):
+    """Float activations on every packed layer (the only mode a shard runs)."""
+    for m in model.modules():
+        if isinstance(m, GritLinear):
+            m.activations = None

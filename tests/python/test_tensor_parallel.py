@@ -58,6 +58,12 @@ def test_mlp_other_grades_sources_and_the_tile_layout(grade, src, tile):
     run_ranks("mlp", 2, grade, src, tile)
 
 
+@pytest.mark.skipif(torch.cuda.device_count() < 2,
+                    reason="NCCL tensor parallelism needs a CUDA device per rank; fewer than 2 are visible")
+def test_mlp_on_cuda_with_nccl():
+    run_ranks("mlp_cuda", 2, "MXFP4")
+
+
 def test_a_lone_layer_each_way():
     run_ranks("linear", 2, "MXFP4")
 
@@ -89,6 +95,16 @@ def test_each_rank_reads_only_its_shards_into_a_meta_skeleton(tmp_path):
 def test_a_sharded_load_on_four_ranks(tmp_path, grade):
     path = _saved_mlp(tmp_path / "small.safetensors", 256, 1024, grade)
     run_ranks("load", 4, path, "256", "1024", "0")
+
+
+def test_ranks_that_read_different_checkpoints_fail_naming_the_tensor(tmp_path):
+    a = _saved_mlp(tmp_path / "a.safetensors", 256, 1024, "MXFP4")
+    b = str(tmp_path / "b.safetensors")
+    torch.manual_seed(9)
+    m = nn.Sequential(nn.Linear(256, 1024), nn.ReLU(), nn.Linear(1024, 256))
+    torch_grit.quantize_(m, "MXFP4")
+    torch_grit.save(m, b)
+    run_ranks("disagree", 2, a, b)
 
 
 @pytest.mark.parametrize("world", [2, 4])

@@ -79,6 +79,20 @@ def case_mlp(rank, world, grade, src, tile="0"):
     assert yb.dtype == torch.bfloat16 and yb.shape == y_ref.shape
 
 
+def case_mlp_cuda(rank, world, grade):
+    """The MLP on CUDA with NCCL, one GPU per rank: column-wise outputs bit for bit, the MLP
+    within the all-reduce bound (the CUDA kernels' own order, so CUDA against CUDA)."""
+    dev = torch.device("cuda", rank)
+    m = mlp(grade, world).to(dev)
+    ref = copy.deepcopy(m)
+    mesh = init_device_mesh("cuda", (world,))
+    parallelize_module(m, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
+    x = torch.randn(3, 256, generator=torch.Generator().manual_seed(4)).to(dev)
+    assert torch.equal(m[0](x), ref[0](x).chunk(world, dim=-1)[rank])
+    y, y_ref = m(x), ref(x)
+    assert ((y - y_ref).abs() <= bound(y_ref)).all(), (y - y_ref).abs().max()
+
+
 def case_refuse(rank, world, grade):
     """A row-wise plan that would split a group fails on every rank, before any data moves,
     naming the layer, the group span and the number of shards."""
@@ -244,14 +258,35 @@ def case_load(rank, world, path, hidden, inner, measure):
     assert ((y - y_ref).abs() <= bound(y_ref)).all(), (y - y_ref).abs().max()
 
 
-CASES = {"load": case_load, "die": case_die, "mlp": case_mlp, "refuse": case_refuse, "linear": case_linear_dtypes, "llama": case_llama,
+def case_disagree(rank, world, path_a, path_b):
+    """The last rank loads another file: every rank fails at load naming the tensor, and no
+    model changes."""
+    path = path_b if rank == world - 1 else path_a
+    with torch.device("meta"):
+        m = nn.Sequential(nn.Linear(256, 1024), nn.ReLU(), nn.Linear(1024, 256))
+    parallelize_module(m, init_device_mesh("cpu", (world,)), {"0": ColwiseParallel(), "2": RowwiseParallel()},
+                       src_data_rank=None)
+    try:
+        torch_grit.load(path, model=m)
+    except torch_grit.CheckpointError as e:
+        assert "different checkpoints" in str(e) and "0.weight" in str(e), str(e)
+    else:
+        raise AssertionError("the load did not fail")
+    assert not isinstance(m[0], GritLinear) and m[0].weight.to_local().device.type == "meta"
+
+
+CASES = {"mlp_cuda": case_mlp_cuda, "disagree": case_disagree, "load": case_load, "die": case_die, "mlp": case_mlp, "refuse": case_refuse, "linear": case_linear_dtypes, "llama": case_llama,
          "lora": case_lora}
 
 
 def main(argv):
     case, rank, world, init_file = argv[0], int(argv[1]), int(argv[2]), argv[3]
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=world,
+    backend = "gloo"
+    if case.endswith("_cuda"):
+        backend = "nccl"
+        torch.cuda.set_device(rank)
+    dist.init_process_group(backend, rank=rank, world_size=world,
                             timeout=FAULT_TIMEOUT if case == "die" else TIMEOUT,
                             init_method="file://%s" % init_file)
     CASES[case](rank, world, *argv[4:])

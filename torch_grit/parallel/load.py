@@ -121,6 +121,7 @@ def load_sharded(path, model, *, verify="structure", strict=True, activations="r
                          "rank's bytes. Verify the file once with torch-grit inspect --verify digest (or "
                          "torch_grit.load(path, verify='digest') on one process), then load sharded")
     lay = open_layout(path)  # every descriptor at level 1, from the headers alone
+    _ranks_agree(model, lay)
     params = dict(model.named_parameters())
     buffers = dict(model.named_buffers())
     shards, floats = OrderedDict(), OrderedDict()
@@ -174,6 +175,36 @@ def load_sharded(path, model, *, verify="structure", strict=True, activations="r
                               "before parallelize_module, or recreate them after the load"
                               % still_meta[:8], field="keys")
     return model
+
+
+def _ranks_agree(model, lay):
+    """Every rank of each mesh the model uses reads the same checkpoint: the same packed tensors
+    with the same gid (descriptor and digest, from the headers). A rank that read another file
+    fails, on every rank, naming the first tensor that differs, before any bytes are read."""
+    import torch.distributed as dist
+
+    mine = sorted((name, packed.descriptor.gid, packed.digest) for name, (_, packed) in lay.packed.items())
+    groups = {}
+    for p in model.parameters():
+        if isinstance(p, DTensor):
+            mesh = p.device_mesh
+            groups.setdefault(id(mesh), mesh.get_group())
+    for group in groups.values():
+        every = [None] * dist.get_world_size(group)
+        dist.all_gather_object(every, mine, group=group)
+        for rank, theirs in enumerate(every):
+            if theirs == mine:
+                continue
+            a, b = dict((n, (g, d)) for n, g, d in mine), dict((n, (g, d)) for n, g, d in theirs)
+            name = next((n for n in sorted(set(a) | set(b)) if a.get(n) != b.get(n)), None)
+            raise CheckpointError("the ranks read different checkpoints: rank %d (of this group) has %s for "
+                                  "%s, this rank %s" % (rank, _gid_text(b.get(name)), name, _gid_text(a.get(name))),
+                                  tensor=name, field="gid", expected=_gid_text(a.get(name)),
+                                  found=_gid_text(b.get(name)))
+
+
+def _gid_text(entry):
+    return "no such packed tensor" if entry is None else "gid %s digest %s" % entry
 
 
 def _submodule(model, owner):

@@ -29,17 +29,27 @@ def run_ranks(case, world, *args, expect=None):
     init.close()
     os.unlink(init.name)  # the file store creates it; a stale one would hold another run's keys
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", GLOO_SOCKET_IFNAME="lo")
+    # Each rank writes to its own file, not a pipe: a rank that prints much never blocks on a
+    # pipe nobody is reading yet.
+    logs = [tempfile.TemporaryFile(mode="w+") for _ in range(world)]
     procs = [subprocess.Popen([sys.executable, WORKER, case, str(r), str(world), init.name, *args],
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-             for r in range(world)]
-    outs = []
+                              stdout=log, stderr=subprocess.STDOUT, text=True, env=env)
+             for r, log in enumerate(logs)]
+    deadline = time.monotonic() + RANK_TIMEOUT
     try:
         for p in procs:
-            outs.append(p.communicate(timeout=RANK_TIMEOUT)[0])
+            p.wait(timeout=max(0.1, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:
         for p in procs:
             p.kill()
+            p.wait()
         pytest.fail("%s on %d ranks did not finish in %d s" % (case, world, RANK_TIMEOUT))
+    finally:
+        outs = []
+        for log in logs:
+            log.seek(0)
+            outs.append(log.read())
+            log.close()
     if expect is not None:
         return [(p.returncode, out) for p, out in zip(procs, outs)]
     bad = [(r, p.returncode, out[-3000:]) for r, (p, out) in enumerate(zip(procs, outs)) if p.returncode]
@@ -105,6 +115,19 @@ def test_ranks_that_read_different_checkpoints_fail_naming_the_tensor(tmp_path):
     torch_grit.quantize_(m, "MXFP4")
     torch_grit.save(m, b)
     run_ranks("disagree", 2, a, b)
+
+
+def test_a_rank_that_cannot_open_the_file_fails_every_rank_at_once(tmp_path):
+    a = _saved_mlp(tmp_path / "a.safetensors", 256, 1024, "MXFP4")
+    run_ranks("disagree", 2, a, str(tmp_path / "missing.safetensors"))
+
+
+def test_uneven_shards_load_and_run(tmp_path):
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(256, 101))
+    torch_grit.quantize_(m, "MXFP4")
+    torch_grit.save(m, str(tmp_path / "u.safetensors"))
+    run_ranks("uneven", 2, str(tmp_path / "u.safetensors"))
 
 
 @pytest.mark.parametrize("world", [2, 4])
@@ -246,3 +269,100 @@ def test_sharded_load_refusals_change_nothing(tmp_path, one_rank):
     assert isinstance(m[0], torch_grit.nn.GritLinear) and m[0].packed_weight.logical_shape == (512, 256)
     assert torch.equal(m[2].packed_weight.dequantize(),
                        torch_grit.load(path)["2.weight"].dequantize())
+
+
+def _untouched(m):
+    """No layer swapped, every parameter still on meta: the refused load changed nothing."""
+    return (not any(isinstance(x, torch_grit.nn.GritLinear) for x in m.modules())
+            and all(p.to_local().device.type == "meta" for p in m.parameters()))
+
+
+def test_a_refused_float_or_a_meta_leftover_changes_nothing(tmp_path, one_rank):
+    from torch_grit import CheckpointError
+
+    path = _saved_mlp(tmp_path / "m.safetensors", 256, 512, "MXFP4")
+    state = dict(torch_grit.load(path))
+    state["2.bias"] = torch.zeros(255)
+    torch_grit.save(state, str(tmp_path / "bad_bias.safetensors"))
+    m = _meta_mlp(one_rank)
+    with pytest.raises(CheckpointError, match=r"shape \(255,\) in the file, \(256,\) in the model") as e:
+        torch_grit.load(str(tmp_path / "bad_bias.safetensors"), model=m)
+    assert "2.bias" in str(e.value) and _untouched(m)
+    m = _meta_mlp(one_rank)
+    m.register_buffer("inv_freq", torch.empty(8, device="meta"), persistent=False)
+    with pytest.raises(CheckpointError, match="would stay on the meta device after the load: \\['inv_freq'\\]"):
+        torch_grit.load(path, model=m)
+    assert _untouched(m)
+    m.inv_freq = torch.ones(8)  # built on a real device: the load goes through
+    torch_grit.load(path, model=m)
+    assert isinstance(m[2], torch_grit.nn.GritLinear)
+
+
+class _TiedLM(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(64, 256)
+        self.up = nn.Linear(256, 512)
+        self.down = nn.Linear(512, 256)
+        self.head = nn.Linear(256, 64, bias=False)
+        self.head.weight = self.emb.weight
+
+    def forward(self, ids):
+        return self.head(self.down(torch.relu(self.up(self.emb(ids)))))
+
+
+def test_tied_parameters_load_and_stay_tied(tmp_path, one_rank):
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    torch.manual_seed(0)
+    whole = _TiedLM()
+    torch_grit.quantize_(whole, "MXFP4", filter_fn=lambda mod, fqn: fqn in ("up", "down"))
+    torch_grit.save(whole, str(tmp_path / "tied.safetensors"))
+    with torch.device("meta"):
+        m = _TiedLM()
+    parallelize_module(m, one_rank, {"up": ColwiseParallel(), "down": RowwiseParallel()}, src_data_rank=None)
+    torch_grit.load(str(tmp_path / "tied.safetensors"), model=m)  # strict: the alias is not "missing"
+    assert m.head.weight is m.emb.weight and torch.equal(m.emb.weight, whole.emb.weight)
+    ids = torch.tensor([[1, 5, 9]])
+    assert torch.equal(m(ids), whole(ids))
+
+
+def test_short_positioned_reads_are_continued(tmp_path, one_rank, monkeypatch):
+    import torch_grit.parallel.load as sharded
+
+    path = _saved_mlp(tmp_path / "m.safetensors", 256, 512, "Q4KS")
+    real, calls = os.preadv, []
+
+    def at_most_5_bytes(fd, buffers, offset):
+        calls.append(offset)
+        return real(fd, [buffers[0][:5]], offset)
+
+    monkeypatch.setattr(sharded.os, "preadv", at_most_5_bytes)
+    m = _meta_mlp(one_rank)
+    torch_grit.load(path, model=m)
+    monkeypatch.undo()
+    whole = torch_grit.load(path)
+    assert len(calls) > 100
+    for i in ("0", "2"):
+        assert torch.equal(m[int(i)].packed_weight.dequantize(), whole[i + ".weight"].dequantize())
+
+
+def test_whole_weight_features_on_a_parallelized_model_say_why(tmp_path, one_rank):
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 256))
+    torch_grit.quantize_(m, "MXFP4", activations="s8")
+    parallelize_module(m, one_rank, {"0": ColwiseParallel(), "2": RowwiseParallel()}, src_data_rank=None)
+    with pytest.raises(ValueError, match="a shard runs float activations only"):
+        m(torch.randn(2, 256))
+    for layer in (m[0], m[2]):
+        layer.set_activations_(None)
+    assert m(torch.randn(2, 256)).shape == (2, 256)
+    with pytest.raises(ValueError, match="0.weight is a tensor-parallel shard"):
+        torch_grit.save(m, str(tmp_path / "x.safetensors"))
+    assert not os.path.exists(tmp_path / "x.safetensors")
+    with pytest.raises(ValueError, match="choose the layout before parallelize_module"):
+        torch_grit.tile_(m)
+    with pytest.raises(TypeError, match="script the model before parallelize_module"):
+        torch.jit.script(m)

@@ -12,6 +12,7 @@ import copy
 import datetime
 import os
 import sys
+import tempfile
 
 import torch
 import torch.distributed as dist
@@ -90,6 +91,22 @@ def case_mlp_cuda(rank, world, grade):
     x = torch.randn(3, 256, generator=torch.Generator().manual_seed(4)).to(dev)
     assert torch.equal(m[0](x), ref[0](x).chunk(world, dim=-1)[rank])
     y, y_ref = m(x), ref(x)
+    assert ((y - y_ref).abs() <= bound(y_ref)).all(), (y - y_ref).abs().max()
+    # A sharded load on the CUDA mesh puts everything on the rank's GPU, the LayerNorm outside
+    # the plan included.
+    whole = nn.Sequential(*mlp(grade, world), nn.LayerNorm(128))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "m.safetensors")
+        torch_grit.save(whole, path)
+        with torch.device("meta"):
+            skeleton = nn.Sequential(nn.Linear(256, 256 * world), nn.ReLU(), nn.Linear(256 * world, 128),
+                                     nn.LayerNorm(128))
+        parallelize_module(skeleton, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()}, src_data_rank=None)
+        torch_grit.load(path, model=skeleton)
+    for name, t in list(skeleton.named_parameters()) + list(skeleton.named_buffers()):
+        local = t.to_local() if isinstance(t, DTensor) else t
+        assert local.device == dev, (name, local.device)
+    y, y_ref = skeleton(x), whole.to(dev)(x)
     assert ((y - y_ref).abs() <= bound(y_ref)).all(), (y - y_ref).abs().max()
 
 
@@ -259,23 +276,51 @@ def case_load(rank, world, path, hidden, inner, measure):
 
 
 def case_disagree(rank, world, path_a, path_b):
-    """The last rank loads another file: every rank fails at load naming the tensor, and no
-    model changes."""
+    """The last rank loads another file, or one it cannot open: every rank fails at load (at
+    once, not at the collectives' timeout), naming the tensor or the rank, and no model changes."""
     path = path_b if rank == world - 1 else path_a
     with torch.device("meta"):
         m = nn.Sequential(nn.Linear(256, 1024), nn.ReLU(), nn.Linear(1024, 256))
     parallelize_module(m, init_device_mesh("cpu", (world,)), {"0": ColwiseParallel(), "2": RowwiseParallel()},
                        src_data_rank=None)
+    unopened = not os.path.exists(path_b)
     try:
         torch_grit.load(path, model=m)
     except torch_grit.CheckpointError as e:
-        assert "different checkpoints" in str(e) and "0.weight" in str(e), str(e)
+        if unopened and rank == world - 1:
+            assert "no such file" in str(e), str(e)
+        elif unopened:
+            assert "rank %d (of this group) could not open" % (world - 1) in str(e) and path_b in str(e), str(e)
+        else:
+            assert "different checkpoints" in str(e) and "0.weight" in str(e), str(e)
     else:
         raise AssertionError("the load did not fail")
     assert not isinstance(m[0], GritLinear) and m[0].weight.to_local().device.type == "meta"
 
 
-CASES = {"mlp_cuda": case_mlp_cuda, "disagree": case_disagree, "load": case_load, "die": case_die, "mlp": case_mlp, "refuse": case_refuse, "linear": case_linear_dtypes, "llama": case_llama,
+def case_uneven(rank, world, path):
+    """101 output rows over the ranks: torch.chunk's uneven shards (51 + 50 on 2 ranks), from
+    parallelize_module on a packed model (src_data_rank=None) and from a sharded load, equal the
+    whole weight's chunk and give its output columns bit for bit."""
+    whole = nn.Sequential(nn.Linear(256, 101))
+    torch_grit.load(path, model=whole)
+    from_memory = copy.deepcopy(whole)
+    mesh = init_device_mesh("cpu", (world,))
+    parallelize_module(from_memory, mesh, {"0": ColwiseParallel()}, src_data_rank=None)
+    with torch.device("meta"):
+        loaded = nn.Sequential(nn.Linear(256, 101))
+    parallelize_module(loaded, mesh, {"0": ColwiseParallel()}, src_data_rank=None)
+    torch_grit.load(path, model=loaded)
+    x = torch.randn(3, 256)
+    dist.broadcast(x, 0)
+    want_w = whole[0].weight.dequantize().chunk(world, dim=0)[rank]
+    want_y = whole(x).chunk(world, dim=-1)[rank]
+    for m in (from_memory, loaded):
+        assert torch.equal(m[0].packed_weight.dequantize(), want_w)
+        assert torch.equal(m(x), want_y)
+
+
+CASES = {"mlp_cuda": case_mlp_cuda, "disagree": case_disagree, "uneven": case_uneven, "load": case_load, "die": case_die, "mlp": case_mlp, "refuse": case_refuse, "linear": case_linear_dtypes, "llama": case_llama,
          "lora": case_lora}
 
 
@@ -287,7 +332,7 @@ def main(argv):
         backend = "nccl"
         torch.cuda.set_device(rank)
     dist.init_process_group(backend, rank=rank, world_size=world,
-                            timeout=FAULT_TIMEOUT if case == "die" else TIMEOUT,
+                            timeout=FAULT_TIMEOUT if case in ("die", "disagree") else TIMEOUT,
                             init_method="file://%s" % init_file)
     CASES[case](rank, world, *argv[4:])
     # Every rank done before any tears its connections down: a gloo pair whose peer closed

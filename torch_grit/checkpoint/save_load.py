@@ -123,6 +123,7 @@ def save(obj, path, *, max_shard_size=None, grade_policy=None, load_guard=False,
     if not hasattr(state_dict, "items"):
         raise TypeError("save() takes an nn.Module or a state dict; found %s"
                         % type(obj).__name__)
+    _refuse_shards(state_dict)
     units, sources = _units_from_state_dict(state_dict)
     for u in units:
         if isinstance(u, Packed):
@@ -136,6 +137,20 @@ def save(obj, path, *, max_shard_size=None, grade_policy=None, load_guard=False,
 
     return write_units(path, units, fill, max_shard_size=max_shard_size, grade_policy=grade_policy,
                        activations=activations_of(obj) if activations is None else activations)
+
+
+def _refuse_shards(state_dict):
+    """A tensor-parallel model's state holds DTensors, each rank only its part: refused by name."""
+    try:
+        from torch.distributed.tensor import DTensor
+    except ImportError:  # a torch without torch.distributed holds no shards
+        return
+    name = next((k for k, v in state_dict.items() if isinstance(v, DTensor)), None)
+    if name is not None:
+        raise ValueError("save(): %s is a tensor-parallel shard (a DTensor: parallelize_module ran), and "
+                         "this rank holds only its part of it; save() writes whole tensors. Save the model "
+                         "before parallelize_module (torch_grit.load(path, model=tp_model) then gives each "
+                         "rank its shards)" % name)
 
 
 def activations_of(obj):

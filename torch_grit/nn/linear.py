@@ -94,7 +94,7 @@ class GritLinear(nn.Linear):
             w = self.packed_weight
             if w is not self.weight:
                 raise ValueError("%s: activations='s8' runs on a whole packed weight, and this layer's is "
-                                 "a tensor-parallel shard (DTensor); set the mode before parallelize_module"
+                                 "a tensor-parallel shard (DTensor), which runs float activations only"
                                  % (name or w.grit_name or "GritLinear"))
             check_s8_law(name or w.grit_name or "GritLinear", w.grade_canonical, w.grade.name)
             if self.weight.tiled:
@@ -177,6 +177,10 @@ class GritLinear(nn.Linear):
 
     def forward(self, x):
         if isinstance(self.weight, DTensor):
+            if self.activations == "s8":
+                raise ValueError("activations='s8' runs on a whole packed weight, and this layer's is a "
+                                 "tensor-parallel shard (DTensor): a shard runs float activations only. Call "
+                                 "set_activations_(None) on the layer (before or after parallelize_module)")
             # DTensor's matmul would expand a non-contiguous 3-D x's weight operand (aten.expand),
             # which a packed weight refuses: hand it a contiguous x.
             return F.linear(x.contiguous(), self.weight, self.bias)
@@ -189,6 +193,9 @@ class GritLinear(nn.Linear):
     def __prepare_scriptable__(self):
         # TorchScript cannot see inside a tensor subclass: torch.jit.script
         # calls this hook and compiles the twin instead (sharing planes and bias).
+        if isinstance(self.weight, DTensor):
+            raise TypeError("torch.jit.script: this layer's weight is a tensor-parallel shard (DTensor), "
+                            "which TorchScript cannot hold; script the model before parallelize_module")
         return ScriptableGritLinear(self)
 
     def extra_repr(self):

@@ -18,7 +18,7 @@ def _apply(model, take, act):
         raise TypeError("expected an nn.Module; found %s" % type(model).__name__)
     done = []
     for name, layer in model.named_modules():
-        if isinstance(layer, GritLinear) and take(layer.weight):
+        if isinstance(layer, GritLinear) and take(layer.packed_weight):
             act(layer)
             done.append(name)
     return done

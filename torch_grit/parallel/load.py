@@ -8,19 +8,23 @@ The model may be a skeleton on the meta device. Build it from a config under
 ``GritLinear``. If its weight is a DTensor (``Shard(0)`` column-wise,
 ``Shard(1)`` row-wise, on a 1-D mesh), the rank reads only the byte ranges
 of its shard of each plane: one range for a block of rows, one per row for a
-block of whole groups of columns (``tensor/shard.py``'s spans). It reads
-them with plain positioned reads, not a memory map, so the other ranks'
-bytes are never paged in. The layer stays the same module object, so the
-forward hooks the plan registered on it keep working. The float tensors
+block of whole groups of columns (``tensor/shard.py``'s spans). Shards follow
+torch's own sizes (``torch.chunk``: the last ones may be smaller). The rank
+reads them with plain positioned reads, not a memory map, so the other
+ranks' bytes are never paged in. The layer stays the same module object, so
+the forward hooks the plan registered on it keep working. The float tensors
 (embeddings, norms, biases) are read whole and distributed with the same
 placements as the model's parameters (``src_data_rank=None``: every rank
-cuts its own).
+cuts its own). Everything lands on the mesh's device; tied parameters stay
+tied.
 
-Checks, all before the model is touched: each packed tensor's descriptor
-passes level 1 against the file's header (``checkpoint.read.open_layout``),
-and each shard's plane lengths pass level 1 against the shard's own
-descriptor. A weight that does not split evenly over the mesh, a placement
-other than Shard(0) / Shard(1) / Replicate, or a cut that would split a
+Checks, all before the model is touched: every rank opened the same file
+(a rank that cannot open it makes every rank fail at once, naming it); each
+packed tensor's descriptor passes level 1 against the file's header
+(``checkpoint.read.open_layout``); each shard's plane lengths pass level 1
+against the shard's own descriptor; every float tensor's shape is the
+model's; nothing would be left on the meta device. A placement other than
+Shard(0) / Shard(1) / Replicate, an empty shard, or a cut that would split a
 group is refused, naming the tensor. No rank ever holds the whole packed or
 float weight of a sharded layer.
 """
@@ -52,8 +56,8 @@ def is_sharded(model):
 
 
 def _shard_of(name, dt, shape):
-    """(dim, start, end) of this rank's block of a ``shape`` tensor placed like DTensor ``dt``;
-    dim None for a replicated one."""
+    """(dim, start, end) of this rank's block of a ``shape`` tensor placed like DTensor ``dt``
+    (torch's own cut: ``torch.chunk``'s sizes); dim None for a replicated one."""
     mesh, placements = dt.device_mesh, dt.placements
     if mesh.ndim != 1 or len(placements) != 1:
         raise CheckpointError("a %d-D device mesh; the sharded load reads 1-D meshes" % mesh.ndim, tensor=name,
@@ -65,17 +69,17 @@ def _shard_of(name, dt, shape):
         raise CheckpointError("placement %s; the sharded load reads Shard(0), Shard(1) and Replicate"
                               % (p,), tensor=name, field="placement")
     dim, world, rank = p.dim % 2, mesh.size(), mesh.get_local_rank()
-    n = shape[dim]
-    if n % world:
-        raise CheckpointError("dimension %d (%d) does not split evenly over %d ranks; torch would pad the "
-                              "last shard, which has no packed form" % (dim, n, world), tensor=name,
-                              field="shape", expected="a multiple of %d" % world, found=n)
-    size = n // world
-    return dim, rank * size, (rank + 1) * size
+    size, start = Shard.local_shard_size_and_offset(shape[dim], world, rank)
+    if size == 0:
+        raise CheckpointError("dimension %d (%d) over %d ranks leaves rank %d an empty shard, which has no "
+                              "packed form; use fewer ranks" % (dim, shape[dim], world, rank), tensor=name,
+                              field="shape", expected="at least %d" % world, found=shape[dim])
+    return dim, start, start + size
 
 
 def _read_spans(path, data_start, entry, span):
-    """The bytes of one span of one plane entry, by positioned reads."""
+    """The bytes of one span of one plane entry, by positioned reads (a read that returns
+    less than asked is continued; only a read of nothing means the file ended)."""
     first, width, count, stride = span
     out = torch.empty(width * count, dtype=torch.uint8)
     if width * count == 0:
@@ -85,10 +89,13 @@ def _read_spans(path, data_start, entry, span):
     fd = os.open(path, os.O_RDONLY)
     try:
         for k in range(count):
-            got = os.preadv(fd, [view[k * width:(k + 1) * width]], base + k * stride)
-            if got != width:
-                raise CheckpointError("the file ends inside plane %s" % entry.name, path, entry.name,
-                                      field="data_offsets", expected=width, found=got)
+            done = 0
+            while done < width:
+                got = os.preadv(fd, [view[k * width + done:(k + 1) * width]], base + k * stride + done)
+                if got <= 0:
+                    raise CheckpointError("the file ends inside plane %s" % entry.name, path, entry.name,
+                                          field="data_offsets", expected=width, found=done)
+                done += got
     finally:
         os.close(fd)
     return out
@@ -101,8 +108,8 @@ def _packed_shard(name, header, packed, dt):
     dim, start, end = _shard_of(name, dt, shape) if dt is not None else (None, 0, 0)
     if dim is None:
         start, end, dim = 0, shape[0], 0
-    spans = block_spans(grade, shape, dim, start, end, label="GritTensor %r" % name,
-                        pieces=shape[dim] // max(1, end - start))
+    pieces = dt.device_mesh.size() if dt is not None else 1
+    spans = block_spans(grade, shape, dim, start, end, label="GritTensor %r" % name, pieces=pieces)
     planes = [_read_spans(header.path, header.data_start, e, sp) if e is not None else None
               for e, sp in zip(packed.plane_entries, spans)]
     local = (end - start, shape[1]) if dim == 0 else (shape[0], end - start)
@@ -114,16 +121,31 @@ def _packed_shard(name, header, packed, dt):
 def load_sharded(path, model, *, verify="structure", strict=True, activations="recorded"):
     """Fill a ``parallelize_module``-d model from a torch_grit checkpoint, each rank reading
     its own shards only (see the module docstring). Returns the model."""
-    from safetensors import safe_open
-
     if verify == "digest":
         raise ValueError("verify='digest' reads every plane whole to hash it; a sharded load reads only this "
                          "rank's bytes. Verify the file once with torch-grit inspect --verify digest (or "
                          "torch_grit.load(path, verify='digest') on one process), then load sharded")
-    lay = open_layout(path)  # every descriptor at level 1, from the headers alone
-    _ranks_agree(model, lay)
-    params = dict(model.named_parameters())
-    buffers = dict(model.named_buffers())
+    lay = _open_on_every_rank(path, model)  # every descriptor at level 1, from the headers alone
+    _check_activations(lay, activations)
+    shards, floats, groups = _read_and_check(model, lay, strict)
+    # Everything read and checked: now the model changes.
+    _install(model, shards, floats, groups, _mesh_device(model))
+    _set_activations(model)
+    return model
+
+
+def _read_and_check(model, lay, strict):
+    """Every shard and float tensor this rank takes, read and checked against the model.
+    Returns (shards, floats, groups): name -> (module, DTensor or None, local GritTensor),
+    name -> tensor, and each parameter's alias names (tied parameters)."""
+    from safetensors import safe_open
+
+    groups = {}  # id(parameter) -> every name it goes by (tied weights share one)
+    params = OrderedDict()
+    for n, p in model.named_parameters(remove_duplicate=False):
+        groups.setdefault(id(p), []).append(n)
+        params[n] = p
+    buffers = OrderedDict(model.named_buffers(remove_duplicate=False))
     shards, floats = OrderedDict(), OrderedDict()
     for name, (header, packed) in sorted(lay.packed.items()):
         owner, _, leaf = name.rpartition(".")
@@ -136,23 +158,58 @@ def load_sharded(path, model, *, verify="structure", strict=True, activations="r
             raise CheckpointError("packed weight of shape %s does not fit (out, in) = %s"
                                   % (tuple(packed.descriptor.shape), want), tensor=name, field="shape",
                                   expected=want, found=tuple(packed.descriptor.shape))
+        tied = [n for n in groups.get(id(module.weight), [name]) if n != name]
+        if tied:
+            raise CheckpointError("the model ties %s to %s; a packed weight cannot be shared with another "
+                                  "module. Untie them before parallelize_module" % (name, tied), tensor=name,
+                                  field="model")
         w = module.weight
-        shards[name] = (module, w if isinstance(w, DTensor) else None,
-                        _packed_shard(name, header, packed, w if isinstance(w, DTensor) else None))
+        dt = w if isinstance(w, DTensor) else None
+        shards[name] = (module, dt, _packed_shard(name, header, packed, dt))
     for name, (header, entry) in sorted(lay.plain.items()):
-        if name not in params and name not in buffers:
+        current = params.get(name, buffers.get(name))
+        if current is None:
             if strict:
                 raise CheckpointError("the file holds %s, which the model does not have (pass strict=False "
                                       "to load what matches)" % name, tensor=name, field="keys")
             continue
         with safe_open(header.path, framework="pt", device="cpu") as f:
-            floats[name] = f.get_tensor(name)
-    missing = sorted(set(params) - set(floats) - set(shards))
+            value = f.get_tensor(name)
+        if tuple(value.shape) != tuple(current.shape):
+            raise CheckpointError("shape %s in the file, %s in the model" % (tuple(value.shape),
+                                                                            tuple(current.shape)),
+                                  tensor=name, field="shape", expected=tuple(current.shape),
+                                  found=tuple(value.shape))
+        floats[name] = value
+    _check_ties(params, groups, floats)
+    covered = {id(params[n]) for n in list(floats) + list(shards) if n in params}
+    missing = sorted(n for n, p in params.items() if id(p) not in covered)
     if strict and missing:
         raise CheckpointError("the model has %s, which the file does not hold" % missing[:8], field="keys")
-    _check_activations(lay, shards, activations)
-    # Everything read and checked: now the model changes.
+    still_meta = [n for n in missing if _is_meta(params[n])]
+    still_meta += [n for n, b in buffers.items() if n not in floats and _is_meta(b)]
+    if still_meta:
+        raise CheckpointError("would stay on the meta device after the load: %s. A file holds no "
+                              "non-persistent buffer (a rotary embedding's inv_freq): build those modules on "
+                              "a real device before parallelize_module, or recreate them and load with "
+                              "strict=False" % still_meta[:8], field="keys")
+    return shards, floats, groups
+
+
+def _check_ties(params, groups, floats):
+    """A file that holds two names of one tied parameter must hold the same values under both."""
+    for names in groups.values():
+        held = [n for n in names if n in floats]
+        for other in held[1:]:
+            if not torch.equal(floats[held[0]], floats[other]):
+                raise CheckpointError("the model ties %s and %s, but the file holds different values for "
+                                      "them" % (held[0], other), tensor=other, field="keys")
+
+
+def _install(model, shards, floats, groups, device):
+    """The swaps, after every check passed."""
     for name, (module, dt, local) in shards.items():
+        local = local.to(device) if local.device != device else local
         if dt is not None:
             weight = DTensor.from_local(local, dt.device_mesh, dt.placements, run_check=False,
                                         shape=tuple(dt.shape), stride=(module.in_features, 1))
@@ -164,26 +221,60 @@ def load_sharded(path, model, *, verify="structure", strict=True, activations="r
             module.__class__ = GritLinear
             module.activations = None
         module.weight = nn.Parameter(weight, requires_grad=False)
+    params = dict(model.named_parameters(remove_duplicate=False))
+    buffers = dict(model.named_buffers(remove_duplicate=False))
+    done = set()
     for name, value in floats.items():
-        _assign(model, name, value, params.get(name))
-    _set_activations(model, lay, activations)
-    still_meta = [n for n, p in model.named_parameters() if _is_meta(p)]
-    still_meta += [n for n, b in model.named_buffers() if _is_meta(b)]
-    if still_meta:
-        raise CheckpointError("still on the meta device after the load: %s. A file holds no non-persistent "
-                              "buffer (a rotary embedding's inv_freq): build those modules on a real device "
-                              "before parallelize_module, or recreate them after the load"
-                              % still_meta[:8], field="keys")
-    return model
+        current = params.get(name)
+        if current is None:
+            _set(model, name, value.to(device=device, dtype=buffers[name].dtype), buffer=True)
+            continue
+        if id(current) in done:  # the same tied parameter, already placed under another name
+            continue
+        done.add(id(current))
+        value = value.to(current.dtype)
+        if isinstance(current, DTensor):
+            value = distribute_tensor(value, current.device_mesh, current.placements, src_data_rank=None)
+        else:
+            value = value.to(device)
+        new = nn.Parameter(value, requires_grad=current.requires_grad)
+        for alias in groups[id(current)]:
+            _set(model, alias, new)
 
 
-def _ranks_agree(model, lay):
-    """Every rank of each mesh the model uses reads the same checkpoint: the same packed tensors
-    with the same gid (descriptor and digest, from the headers). A rank that read another file
-    fails, on every rank, naming the first tensor that differs, before any bytes are read."""
+def _set(model, name, value, buffer=False):
+    owner, _, leaf = name.rpartition(".")
+    module = model.get_submodule(owner) if owner else model
+    if buffer:
+        module._buffers[leaf] = value
+    else:
+        setattr(module, leaf, value)
+
+
+def _mesh_device(model):
+    """Where the shards go: the device of the model's device mesh (the current CUDA device on a
+    CUDA mesh), so that tensors outside the plan land beside the sharded ones."""
+    mesh = next(p.device_mesh for p in model.parameters() if isinstance(p, DTensor))
+    kind = mesh.device_type
+    if kind == "cpu":
+        return torch.device("cpu")
+    return torch.device(kind, torch.get_device_module(kind).current_device())
+
+
+def _open_on_every_rank(path, model):
+    """open_layout on every rank, then the ranks agree: each rank of each mesh the model uses
+    opened a file, and the same checkpoint (the same packed tensors with the same gid and
+    digest, from the headers). A rank that could not open its file, or read another one,
+    makes every rank fail at once, naming it or the first tensor that differs, before any
+    tensor's bytes are read."""
     import torch.distributed as dist
 
-    mine = sorted((name, packed.descriptor.gid, packed.digest) for name, (_, packed) in lay.packed.items())
+    try:
+        lay, failure = open_layout(path), None
+        mine = sorted((name, packed.descriptor.gid, packed.digest) for name, (_, packed) in lay.packed.items())
+    except Exception as e:  # noqa: BLE001 (re-raised below, after every rank has heard of it)
+        lay, failure = None, e
+        mine = ("failed", "%s: %s" % (type(e).__name__, e))
     groups = {}
     for p in model.parameters():
         if isinstance(p, DTensor):
@@ -192,15 +283,21 @@ def _ranks_agree(model, lay):
     for group in groups.values():
         every = [None] * dist.get_world_size(group)
         dist.all_gather_object(every, mine, group=group)
+        if failure is not None:
+            raise failure
         for rank, theirs in enumerate(every):
             if theirs == mine:
                 continue
+            if isinstance(theirs, tuple) and theirs[:1] == ("failed",):
+                raise CheckpointError("rank %d (of this group) could not open its checkpoint: %s"
+                                      % (rank, theirs[1]), path, field="file")
             a, b = dict((n, (g, d)) for n, g, d in mine), dict((n, (g, d)) for n, g, d in theirs)
             name = next((n for n in sorted(set(a) | set(b)) if a.get(n) != b.get(n)), None)
             raise CheckpointError("the ranks read different checkpoints: rank %d (of this group) has %s for "
                                   "%s, this rank %s" % (rank, _gid_text(b.get(name)), name, _gid_text(a.get(name))),
                                   tensor=name, field="gid", expected=_gid_text(a.get(name)),
                                   found=_gid_text(b.get(name)))
+    return lay
 
 
 def _gid_text(entry):
@@ -219,31 +316,14 @@ def _is_meta(p):
     return t.device.type == "meta"
 
 
-def _assign(model, name, value, current):
-    """A float tensor of the file into the model: a buffer as it is, a parameter with the model's
-    dtype and, for a DTensor parameter, its placements (this rank's block)."""
-    owner, _, leaf = name.rpartition(".")
-    module = model.get_submodule(owner) if owner else model
-    if current is None:  # a buffer
-        module._buffers[leaf] = value.to(module._buffers[leaf].dtype)
-        return
-    if tuple(value.shape) != tuple(current.shape):
-        raise CheckpointError("shape %s in the file, %s in the model" % (tuple(value.shape), tuple(current.shape)),
-                              tensor=name, field="shape", expected=tuple(current.shape), found=tuple(value.shape))
-    value = value.to(current.dtype)
-    if isinstance(current, DTensor):
-        value = distribute_tensor(value, current.device_mesh, current.placements, src_data_rank=None)
-    setattr(module, leaf, nn.Parameter(value, requires_grad=current.requires_grad))
-
-
-def _check_activations(lay, shards, activations):
+def _check_activations(lay, activations):
     recorded = activation_modes(lay)
     if activations == "s8" or (activations == "recorded" and any(m == "s8" for m in recorded.values())):
         raise ValueError("activations='s8' runs on a whole packed weight; a sharded load gives each rank a "
                          "shard. Load with activations=None")
 
 
-def _set_activations(model, lay, activations):
+def _set_activations(model):
     """Float activations on every packed layer (the only mode a shard runs)."""
     for m in model.modules():
         if isinstance(m, GritLinear):

@@ -27,7 +27,10 @@ from .dispatch import aten, implements, unsupported
 from .grit_tensor import GritTensor
 from .shard import cut
 
-c10d = torch.ops.c10d
+try:  # a torch built without torch.distributed has no c10d ops: nothing is ever scattered there
+    _SCATTER = [torch.ops.c10d.scatter_.default]
+except (AttributeError, RuntimeError):
+    _SCATTER = []
 
 
 def _label(w):
@@ -101,7 +104,7 @@ def _new_zeros(func, args, kwargs):
                              % (_label(w), tuple(w.logical_shape)))
 
 
-@implements([c10d.scatter_.default])
+@implements(_SCATTER)
 def _scatter(func, args, kwargs):
     """Scatter plane by plane: the root's shards (already cut by split) into every rank's
     ``empty_like`` shard. Every rank holds the same weight, so the planes' lengths agree."""

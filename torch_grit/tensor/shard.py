@@ -107,6 +107,7 @@ def gather(plane, span):
     first, width, count, stride = span
     if count == 1:
         return plane[first:first + width]
+    plane = plane.contiguous()  # as_strided below counts in bytes of a packed plane
     return plane.as_strided((count, width), (stride, 1), plane.storage_offset() + first).contiguous().view(-1)
 
 

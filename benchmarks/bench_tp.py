@@ -37,6 +37,7 @@ def rank_main(args):
 
     import torch_grit
     from torch_grit.nn import GritLinear
+    from torch_grit.util.peak_memory import peak_growth
     sys.path.insert(0, os.path.join(HERE, "..", "examples"))
     from causal_lm_quality import build_model
     from tensor_parallel import megatron_plan
@@ -50,11 +51,7 @@ def rank_main(args):
         model = skeleton(args, build_model)
     model.model.rotary_emb = LlamaRotaryEmbedding(config=model.config)  # a non-persistent buffer: no file has it
     parallelize_module(model, init_device_mesh("cpu", (args.world,)), megatron_plan(), src_data_rank=None)
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")  # a new peak-RSS window
-    before = _status_kb("VmRSS")
-    torch_grit.load(args.checkpoint, model=model)
-    load_peak = (_status_kb("VmHWM") - before) * 1024
+    load_peak = peak_growth(lambda: torch_grit.load(args.checkpoint, model=model))[1]
     local = sum(m.packed_weight.nbytes_packed for m in model.modules() if isinstance(m, GritLinear))
     for p in model.parameters():
         p.requires_grad_(False)
@@ -93,14 +90,6 @@ def rank_main(args):
 def skeleton(args, build_model):
     return build_model(hidden=args.hidden, intermediate=args.intermediate, layers=args.layers,
                        heads=args.heads, vocab=1024, context=args.tokens)
-
-
-def _status_kb(key):
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1])
-    raise KeyError(key)
 
 
 def save_checkpoint(args, path):

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 import torch_grit
 from torch_grit import ops
 from torch_grit.ops import _plane_bytes_affine
+from torch_grit.util.peak_memory import peak_growth
 
 GRADES = ("MXFP4", "NVF4", "Q4KS", "I8S24")
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
@@ -404,25 +405,6 @@ def test_reference_names_and_canonical_strings_agree():
 
 # --------------------------------------------------------------------------- memory
 
-def _rss_kib(field):
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise RuntimeError(field)
-
-
-def _peak_rss_growth(fn):
-    """Peak resident memory (bytes) fn adds, via the kernel's high-water mark."""
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")  # reset VmHWM to the current RSS
-    base = _rss_kib("VmRSS")
-    out = fn()
-    peak = _rss_kib("VmHWM")
-    del out
-    return (peak - base) * 1024
-
-
 @pytest.mark.skipif(not os.access("/proc/self/clear_refs", os.W_OK), reason="needs Linux /proc/self/clear_refs")
 def test_packed_linear_does_not_materialise_the_weight():
     n = k = 4096
@@ -437,9 +419,9 @@ def test_packed_linear_does_not_materialise_the_weight():
     try:
         torch.set_num_threads(2)
         ops.packed_linear(x[:1], planes, "MXFP4", (n, k))  # warm up allocator and threads
-        linear = _peak_rss_growth(lambda: ops.packed_linear(x, planes, "MXFP4", (n, k)))
+        linear = peak_growth(lambda: ops.packed_linear(x, planes, "MXFP4", (n, k)))[1]
         # The measurement sees a full decode when there is one.
-        decoded = _peak_rss_growth(lambda: ops.dequantize(planes, "MXFP4", (n, k)))
+        decoded = peak_growth(lambda: ops.dequantize(planes, "MXFP4", (n, k)))[1]
     finally:
         torch.set_num_threads(before)
     assert decoded >= 0.9 * full, decoded

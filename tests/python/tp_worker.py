@@ -23,6 +23,7 @@ from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, 
 
 import torch_grit
 from torch_grit.nn import GritLinear
+from torch_grit.util.peak_memory import reset_peak, status_kib
 
 TIMEOUT = datetime.timedelta(seconds=60)  # every collective; the parent kills the ranks at 120 s
 FAULT_TIMEOUT = datetime.timedelta(seconds=10)  # the "die" case's collectives
@@ -222,24 +223,6 @@ def case_die(rank, world, grade):
     os._exit(0)
 
 
-def _hwm_reset():
-    """Start a new peak-RSS window (Linux: clear_refs 5 resets VmHWM); False where it cannot."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
-
-
-def _status_kb(key):
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1])
-    raise KeyError(key)
-
-
 def case_load(rank, world, path, hidden, inner, measure):
     """torch_grit.load(path, model=tp_model) into a meta skeleton parallelized by torch: each
     rank's weights are its shards, read from the file alone, and its peak memory grows by
@@ -251,12 +234,12 @@ def case_load(rank, world, path, hidden, inner, measure):
     parallelize_module(m, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()}, src_data_rank=None)
     file_bytes = os.path.getsize(path)  # the packed planes, the float biases and a small header
     dist.barrier()
-    measured = measure == "1" and _hwm_reset()
-    before = _status_kb("VmRSS")
+    measured = measure == "1" and reset_peak()
+    before = status_kib("VmRSS")
     torch_grit.load(path, model=m)
     if measure == "1":
         assert measured, "this kernel cannot reset the peak RSS (/proc/self/clear_refs)"
-        grew = (_status_kb("VmHWM") - before) * 1024
+        grew = (status_kib("VmHWM") - before) * 1024
         print("rank %d: peak RSS grew %d bytes for a file of %d" % (rank, grew, file_bytes), flush=True)
         assert grew <= 0.75 * file_bytes, (grew, file_bytes)
     for i, dim in (("0", 0), ("2", 1)):

@@ -49,16 +49,24 @@ def _byte_exact(grade, rows, cols, i):
 def row_spans(grade, rows, cols, r0, r1, label="a GritTensor"):
     """Per plane, the bytes of rows r0..r1 of a rows x cols weight: (first, width, count, stride)
     meaning bytes first + k*stride .. + width for k < count (here count 1: one range)."""
+    def span(i):
+        if r0 and not _byte_exact(grade, r0, cols, i):
+            raise ValueError("%s (%s, shape %s): rows %d.. do not begin on a byte of plane %d; shard "
+                             "it at a multiple of 8 rows" % (label, grade.canonical, (rows, cols), r0, i))
+        return _lengths(grade, r0, cols)[i], _lengths(grade, r1 - r0, cols)[i], 1, 0
+    return _plane_spans(grade, rows, cols, span)
+
+
+def _plane_spans(grade, rows, cols, span):
+    """span(i) for each plane i that holds bytes per value; an empty or per-tensor plane is
+    taken whole (0, length, 1, 0)."""
     spans = []
     for i in range(4):
         full = _lengths(grade, rows, cols)[i]
         if full == 0 or _per_tensor(grade, rows, cols, i):
             spans.append((0, full, 1, 0))
-            continue
-        if r0 and not _byte_exact(grade, r0, cols, i):
-            raise ValueError("%s (%s, shape %s): rows %d.. do not begin on a byte of plane %d; shard "
-                             "it at a multiple of 8 rows" % (label, grade.canonical, (rows, cols), r0, i))
-        spans.append((_lengths(grade, r0, cols)[i], _lengths(grade, r1 - r0, cols)[i], 1, 0))
+        else:
+            spans.append(span(i))
     return spans
 
 
@@ -80,18 +88,12 @@ def col_spans(grade, rows, cols, c0, c1, label="a GritTensor", pieces=None):
                          "%d. Choose a number of shards that divides in_features/%d = %s, or shard this "
                          "layer column-wise (by rows)" % (label, name, (rows, cols), asked, bad, span, span,
                                                           span, "%g" % (cols / span)))
-    spans = []
-    for i in range(4):
-        full = _lengths(grade, rows, cols)[i]
-        if full == 0 or _per_tensor(grade, rows, cols, i):
-            spans.append((0, full, 1, 0))
-            continue
+    def span(i):
         if not _byte_exact(grade, 1, cols, i) or (c0 and not _byte_exact(grade, 1, c0, i)):
             raise ValueError("%s (%s, shape %s): columns %d..%d do not fall on whole bytes of plane %d "
                              "in every row" % (label, grade.canonical, (rows, cols), c0, c1, i))
-        spans.append((_lengths(grade, 1, c0)[i], _lengths(grade, 1, c1 - c0)[i], rows,
-                      _lengths(grade, 1, cols)[i]))
-    return spans
+        return _lengths(grade, 1, c0)[i], _lengths(grade, 1, c1 - c0)[i], rows, _lengths(grade, 1, cols)[i]
+    return _plane_spans(grade, rows, cols, span)
 
 
 def block_spans(grade, shape, dim, start, end, label="a GritTensor", pieces=None):

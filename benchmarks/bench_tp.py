@@ -7,7 +7,11 @@ of examples/tensor_parallel.py), in interleaved rounds.
 
 A training step is forward + backward + SGD on the token embeddings (the
 packed layers are frozen; the backward runs every packed layer's grad_input
-and the row-wise layers' all-reduces). Threads: the machine's cores are
+and the row-wise layers' all-reduces). "ordered forward" is the same forward
+with o and down under torch_grit.parallel.OrderedRowwiseParallel (a second
+skeleton, loaded the same way): the row-wise sums continued rank after rank
+by the scalar reference kernel, the logits bit for bit one process's.
+Threads: the machine's cores are
 shared among the ranks (at least one each; 4 ranks on 2 cores oversubscribe).
 The model is packed and saved once; each rank builds a skeleton on the meta
 device, parallelizes it (1 rank too: a one-rank mesh) and loads its shards
@@ -50,8 +54,15 @@ def rank_main(args):
     with torch.device("meta"):
         model = skeleton(args, build_model)
     model.model.rotary_emb = LlamaRotaryEmbedding(config=model.config)  # a non-persistent buffer: no file has it
-    parallelize_module(model, init_device_mesh("cpu", (args.world,)), megatron_plan(), src_data_rank=None)
+    mesh = init_device_mesh("cpu", (args.world,))
+    parallelize_module(model, mesh, megatron_plan(), src_data_rank=None)
     load_peak = peak_growth(lambda: torch_grit.load(args.checkpoint, model=model))[1]
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # before the second model
+    with torch.device("meta"):
+        ordered = skeleton(args, build_model)
+    ordered.model.rotary_emb = LlamaRotaryEmbedding(config=ordered.config)
+    parallelize_module(ordered, mesh, megatron_plan(ordered=True), src_data_rank=None)
+    torch_grit.load(args.checkpoint, model=ordered)
     local = sum(m.packed_weight.nbytes_packed for m in model.modules() if isinstance(m, GritLinear))
     for p in model.parameters():
         p.requires_grad_(False)
@@ -69,8 +80,12 @@ def rank_main(args):
         model(ids).logits.float().pow(2).mean().backward()
         opt.step()
 
+    def forward_ordered():
+        with torch.no_grad():
+            ordered(ids)
+
     times = {}
-    for name, fn in (("forward", forward), ("step", step)):
+    for name, fn in (("forward", forward), ("step", step), ("ordered", forward_ordered)):
         fn()  # warm-up
         dist.barrier()
         samples = []
@@ -80,7 +95,6 @@ def rank_main(args):
             dist.barrier()
             samples.append(time.perf_counter() - t0)
         times[name] = statistics.median(samples)
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     if args.rank == 0:
         print(json.dumps({"world": args.world, "packed_bytes": local, "rss": rss, "load_peak": load_peak, **times}))
     dist.barrier()
@@ -151,15 +165,17 @@ def main():
     print("Checkpoint: %d bytes. Every rank loads its shards into a meta skeleton." % file_bytes)
     print()
     print("| ranks | packed bytes per rank | load peak per rank (MB) | peak RSS per rank (MB) | forward (ms) "
-          "| step (ms) | forward vs 1 rank | step vs 1 rank |")
-    print("|---|---|---|---|---|---|---|---|")
+          "| step (ms) | forward vs 1 rank | step vs 1 rank | ordered forward (ms) | ordered vs forward |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     base = {k: statistics.median(r[k] for r in runs[worlds[0]]) for k in ("forward", "step")}
     for w in worlds:
-        med = {k: statistics.median(r[k] for r in runs[w]) for k in ("forward", "step", "rss", "load_peak")}
-        print("| %d | %d | %.1f | %.0f | %.1f | %.1f | %.2fx | %.2fx |" % (
+        med = {k: statistics.median(r[k] for r in runs[w])
+               for k in ("forward", "step", "rss", "load_peak", "ordered")}
+        print("| %d | %d | %.1f | %.0f | %.1f | %.1f | %.2fx | %.2fx | %.1f | %.2fx |" % (
             w, runs[w][0]["packed_bytes"], med["load_peak"] / 2 ** 20, med["rss"] / 2 ** 20,
             1e3 * med["forward"], 1e3 * med["step"],
-            base["forward"] / med["forward"], base["step"] / med["step"]))
+            base["forward"] / med["forward"], base["step"] / med["step"],
+            1e3 * med["ordered"], med["forward"] / med["ordered"]))
 
 
 if __name__ == "__main__":

@@ -12,6 +12,11 @@ its own copy (``src_data_rank=None``, so nothing is sent), then runs a
 forward pass. Rank 0 prints each rank's packed bytes against the whole
 model's, and the largest logit difference from the unsharded model. It exits
 1 if that difference exceeds the float32 bound of the all-reduces.
+
+``--ordered`` runs o and down with ``torch_grit.parallel.OrderedRowwiseParallel``
+instead: the ranks' partial sums continue one another in a fixed order, so
+the logits equal the unsharded model's bit for bit (and the example exits 1
+if they do not).
 """
 
 import argparse
@@ -27,18 +32,21 @@ from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, 
 
 import torch_grit
 from torch_grit.nn import GritLinear
+from torch_grit.parallel import OrderedRowwiseParallel
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from causal_lm_quality import build_model  # noqa: E402
 
 
-def megatron_plan():
-    """q/k/v/gate/up column-wise, o/down row-wise: one all-reduce per attention and per MLP."""
+def megatron_plan(ordered=False):
+    """q/k/v/gate/up column-wise, o/down row-wise: one all-reduce per attention and per MLP
+    (``ordered``: one chain of point-to-point sends and a broadcast instead)."""
+    row = OrderedRowwiseParallel if ordered else RowwiseParallel
     plan = {"model.layers.*.self_attn.%s_proj" % p: ColwiseParallel() for p in "qkv"}
     plan.update({"model.layers.*.mlp.gate_proj": ColwiseParallel(),
                  "model.layers.*.mlp.up_proj": ColwiseParallel(),
-                 "model.layers.*.self_attn.o_proj": RowwiseParallel(),
-                 "model.layers.*.mlp.down_proj": RowwiseParallel()})
+                 "model.layers.*.self_attn.o_proj": row(),
+                 "model.layers.*.mlp.down_proj": row()})
     return plan
 
 
@@ -54,6 +62,8 @@ def main():
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--tokens", type=int, default=32)
+    ap.add_argument("--ordered", action="store_true",
+                    help="row-wise layers by the ordered reduction: logits bit for bit")
     args = ap.parse_args()
 
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
@@ -63,13 +73,17 @@ def main():
     torch_grit.quantize_(model, args.grade)
     whole = copy.deepcopy(model)
     full_bytes = packed_bytes(model)
-    parallelize_module(model, init_device_mesh("cpu", (world,)), megatron_plan(), src_data_rank=None)
+    parallelize_module(model, init_device_mesh("cpu", (world,)), megatron_plan(args.ordered),
+                      src_data_rank=None)
 
     ids = torch.randint(0, 256, (1, args.tokens), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         logits, want = model(ids).logits, whole(ids).logits
     diff = (logits - want).abs().max().item()
-    ok = bool(((logits - want).abs() <= 256 * torch.finfo(torch.float32).eps * (want.abs() + 1)).all())
+    if args.ordered:
+        ok = torch.equal(logits, want)
+    else:
+        ok = bool(((logits - want).abs() <= 256 * torch.finfo(torch.float32).eps * (want.abs() + 1)).all())
     mine = torch.tensor([packed_bytes(model), int(ok)], dtype=torch.int64)
     every = [torch.zeros_like(mine) for _ in range(world)]
     dist.all_gather(every, mine)
@@ -78,7 +92,8 @@ def main():
         for r, t in enumerate(every):
             print("  rank %d holds %d bytes (%.2fx the whole)" % (r, t[0], t[0].item() / full_bytes))
         print("largest logit difference from the unsharded model: %.3g (%s)"
-              % (diff, "within the all-reduce bound" if all(t[1] for t in every) else "TOO LARGE"))
+              % (diff, ("bit for bit" if args.ordered else "within the all-reduce bound")
+                 if all(t[1] for t in every) else ("NOT EQUAL" if args.ordered else "TOO LARGE")))
     all_ok = all(t[1] for t in every)
     dist.barrier()
     dist.destroy_process_group()

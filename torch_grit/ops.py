@@ -115,6 +115,19 @@ def packed_linear(x: Tensor, planes: Planes, grade: GradeLike, shape: Sequence[i
                                                 _shape(shape), bias)
 
 
+def packed_linear_continue(x: Tensor, planes: Planes, grade: GradeLike, shape: Sequence[int], acc: Tensor,
+                           bias: Optional[Tensor] = None, finish: bool = False) -> Tensor:
+    """The law's sums continued: ``acc`` (float32, ``[..., out]``) carried on over this weight's
+    groups, for a weight that is a column cut (on group boundaries) of a larger one whose earlier
+    columns left ``acc`` (csrc/grit/linear_law.h). ``finish=False`` returns the new float32 acc;
+    ``finish=True`` adds ``bias``, makes NaN canonical and returns y in x's dtype: then the cuts,
+    continued in order from zeros, give :func:`packed_linear`'s bits on the whole weight. CPU only,
+    scalar reference kernel; INT4G is refused. Not differentiable (the ordered tensor-parallel
+    reduction supplies the gradient)."""
+    return torch.ops.grit.packed_linear_continue.default(x, *_planes4(planes), _grade_str(grade), _shape(shape),
+                                                         acc, bias, finish)
+
+
 def packed_linear_s8(x: Tensor, planes: Planes, grade: GradeLike, shape: Sequence[int],
                      bias: Optional[Tensor] = None) -> Tensor:
     """``y = x @ W.T + bias`` with ``x`` packed to int8 blocks: the s8 activation law.
@@ -387,6 +400,19 @@ def _packed_linear_s8_fake(x, data, scale0, scale1, aux, grade, shape, bias):
     torch._check(x.shape[-1] == shape[1],
                  lambda: "grit::packed_linear_s8: x has %s in-features, the weight %s" % (x.shape[-1], shape[1]))
     return x.new_empty((*x.shape[:-1], shape[0]))
+
+
+@torch.library.register_fake("grit::packed_linear_continue")
+def _packed_linear_continue_fake(x, data, scale0, scale1, aux, grade, shape, acc, bias, finish):
+    op = "grit::packed_linear_continue"
+    _check_one_device(op, "argument 'x'", x, (data, scale0, scale1, aux), bias)
+    torch._check(len(shape) == 2, lambda: "%s: shape must be [out, in], found %s" % (op, shape))
+    torch._check(x.shape[-1] == shape[1],
+                 lambda: "%s: x has %s in-features, the weight %s" % (op, x.shape[-1], shape[1]))
+    out = (*x.shape[:-1], shape[0])
+    torch._check(tuple(acc.shape) == out, lambda: "%s: acc must have shape %s, found %s"
+                 % (op, list(out), list(acc.shape)))
+    return x.new_empty(out, dtype=x.dtype if finish else torch.float32)
 
 
 @torch.library.register_fake("grit::tile_nibbles")

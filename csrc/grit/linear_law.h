@@ -18,6 +18,13 @@
 //   acc = +0.0; for g ascending: acc = fma(S_g, P_g, acc);
 //   y   = acc + bias (if any); a NaN result is the canonical 0x7FC00000.
 //
+// A chain split at a group boundary and continued from the first part's
+// acc gives the same bits: acc after groups [0, g1) is the start of groups
+// [g1, G). So a weight cut by columns on group boundaries (a tensor-parallel
+// row-wise shard) can reproduce the whole weight's y exactly when each part
+// continues the previous part's acc (law_dot_from, in part order) and only
+// the last adds the bias.
+//
 // Why this law: for a factored group the scale is applied once per group
 // instead of once per weight, so a kernel spends one FMA per weight (the
 // batch-1 GEMV of MXFP4 then runs near the memory limit); each product is
@@ -45,12 +52,17 @@ inline float law_block_dot(const float* e, const float* x, uint32_t len) {
   return (c[0] + c[1]) + (c[2] + c[3]);
 }
 
-// acc for one batch row x and one row of W: e holds the row's k element
-// values (or weights), S one value per group.
-inline float law_dot(const float* e, const float* S, const float* x, int64_t k, uint32_t k0) {
-  float acc = 0.0f;
+// acc for one batch row x and one row of W, continuing from acc0: e holds
+// the row's k element values (or weights), S one value per group.
+inline float law_dot_from(float acc0, const float* e, const float* S, const float* x, int64_t k, uint32_t k0) {
+  float acc = acc0;
   for (int64_t g = 0; g * k0 < k; ++g) acc = std::fma(S[g], law_block_dot(e + g * k0, x + g * k0, k0), acc);
   return acc;
+}
+
+// The law's acc from +0.0.
+inline float law_dot(const float* e, const float* S, const float* x, int64_t k, uint32_t k0) {
+  return law_dot_from(0.0f, e, S, x, k, k0);
 }
 
 // y from acc: the bias added last, NaN canonical.

@@ -46,6 +46,13 @@ TORCH_LIBRARY(grit, m) {
   m.def(
       "packed_linear_exact(Tensor codes, Tensor scales, Tensor data, Tensor scale0, Tensor scale1, "
       "Tensor aux, str grade, int[] shape, Tensor? bias) -> Tensor");
+  // The law's chains continued from acc over a column cut of a weight
+  // (csrc/grit/linear_law.h): a tensor-parallel row-wise shard's part of the
+  // ordered reduction. finish=False returns the float32 acc; finish=True
+  // adds the bias and returns y in x's dtype.
+  m.def(
+      "packed_linear_continue(Tensor x, Tensor data, Tensor scale0, Tensor scale1, Tensor aux, str grade, "
+      "int[] shape, Tensor acc, Tensor? bias, bool finish) -> Tensor");
   // The s8 activation law (csrc/grit/s8_linear.h): x packed to int8 blocks
   // inside the op, integer block sums, y in x's dtype.
   m.def(

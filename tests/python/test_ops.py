@@ -93,6 +93,21 @@ def test_opcheck_packed_linear(grade, x_shape, dtype, with_bias):
     torch.library.opcheck(torch.ops.grit.packed_linear.default, (x, *planes, grade, list(SHAPE), bias))
 
 
+@pytest.mark.parametrize("grade,x_shape,dtype,with_bias", PL_CASES)
+def test_opcheck_packed_linear_continue(grade, x_shape, dtype, with_bias):
+    planes = _planes(grade)
+    x = _rand(x_shape, dtype)
+    acc = _rand((*x_shape[:-1], SHAPE[0]), seed=3)
+    bias = _rand((SHAPE[0],), dtype, seed=2) if with_bias else None
+    op = torch.ops.grit.packed_linear_continue.default
+    torch.library.opcheck(op, (x, *planes, grade, list(SHAPE), acc, bias, True))
+    torch.library.opcheck(op, (x, *planes, grade, list(SHAPE), acc, None, False))
+    # From zeros and finished, the continuation is packed_linear itself.
+    want = ops.packed_linear(x, planes, grade, SHAPE, bias)
+    got = ops.packed_linear_continue(x, planes, grade, SHAPE, torch.zeros_like(acc), bias, finish=True)
+    assert got.dtype == dtype and torch.equal(got, want)
+
+
 @pytest.mark.parametrize("grade,dtype", list(zip(GRADES, (torch.bfloat16, torch.float32, torch.float16, torch.float32))))
 def test_opcheck_packed_linear_grad_input(grade, dtype):
     planes = _planes(grade)

@@ -6,6 +6,7 @@ seconds. In one process: the shard cutter (torch_grit/tensor/
 shard.py) against the decoded weight, and the backward-only claim of the
 product over out_features."""
 
+import copy
 import os
 import subprocess
 import sys
@@ -231,6 +232,91 @@ def test_the_example_runs_under_torchrun():
                        capture_output=True, text=True, timeout=RANK_TIMEOUT, env=env)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     assert "rank 1 holds" in r.stdout and "within the all-reduce bound" in r.stdout, r.stdout
+    # The ordered reduction: the whole Llama's logits bit for bit.
+    r = subprocess.run([torchrun, "--standalone", "--nproc-per-node", "2", script, "--grade", "MXFP4",
+                        "--ordered"], capture_output=True, text=True, timeout=RANK_TIMEOUT, env=env)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "difference from the unsharded model: 0 (bit for bit)" in r.stdout, r.stdout
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_the_ordered_row_wise_reduction_gives_one_process_bits(world):
+    grades = "MXFP4,Q4KS,NVF4,I8S24" if world == 2 else "MXFP4,Q4KS"
+    run_ranks("ordered", world, grades)
+
+
+def _halves(grade, n=24, k=512):
+    """A weight and the planes of its two column halves (cut on a group boundary)."""
+    W = torch_grit.quantize(torch.randn(n, k), grade)
+    return W, cut(W, 1, 0, k // 2), cut(W, 1, k // 2, k)
+
+
+@pytest.mark.parametrize("grade", ["MXFP4", "Q4KS", "NVF4", "I8S24"])
+def test_continuing_the_chain_over_the_second_half_is_the_whole_product(grade):
+    torch.manual_seed(3)
+    W, a, b = _halves(grade)
+    bias = torch.randn(W.logical_shape[0])
+    for dtype in (torch.float32, torch.bfloat16):
+        x = torch.randn(5, 512).to(dtype)
+        x[2, 7] = float("nan")
+        want = torch.ops.grit.packed_linear(x, *W.planes, W.grade_canonical, list(W.logical_shape), bias)
+        op = torch.ops.grit.packed_linear_continue
+        acc = torch.zeros(5, 24)
+        acc = op(x[:, :256], *a.planes, a.grade_canonical, list(a.logical_shape), acc, None, False)
+        assert acc.dtype == torch.float32
+        y = op(x[:, 256:], *b.planes, b.grade_canonical, list(b.logical_shape), acc, bias, True)
+        assert y.dtype == dtype and torch.equal(y.view(torch.int16 if dtype == torch.bfloat16 else torch.int32),
+                                                want.view(torch.int16 if dtype == torch.bfloat16 else torch.int32))
+
+
+def test_the_continuation_refuses_what_it_cannot_continue():
+    W, a, _ = _halves("MXFP4")
+    op = torch.ops.grit.packed_linear_continue
+    x = torch.randn(5, 256)
+    args = (*a.planes, a.grade_canonical, list(a.logical_shape))
+    with pytest.raises(TypeError, match="acc must be float32"):
+        op(x, *args, torch.zeros(5, 24, dtype=torch.float64), None, False)
+    with pytest.raises(ValueError, match=r"acc must have shape \[5, 24\]"):
+        op(x, *args, torch.zeros(24, 5), None, False)
+    with pytest.raises(ValueError, match="finishing call only"):
+        op(x, *args, torch.zeros(5, 24), torch.zeros(24), False)
+    G = torch_grit.quantize(torch.randn(8, 64), "INT4G32")
+    with pytest.raises(ValueError, match="INT4G has no group-chain law"):
+        op(torch.randn(2, 64), *G.planes, G.grade_canonical, [8, 64], torch.zeros(2, 8), None, True)
+
+
+def test_the_ordered_style_takes_packed_layers_only(one_rank):
+    from torch.distributed.tensor.parallel import parallelize_module
+
+    from torch_grit.parallel import OrderedRowwiseParallel
+
+    with pytest.raises(TypeError, match="applies to GritLinear layers.*found Linear"):
+        parallelize_module(nn.Linear(64, 32), one_rank, OrderedRowwiseParallel())
+    lin = torch_grit.nn.GritLinear.from_linear(nn.Linear(64, 32), "MXFP4")
+    ref = copy.deepcopy(lin)
+    parallelize_module(lin, one_rank, OrderedRowwiseParallel())
+    x = torch.randn(4, 64)
+    assert torch.equal(lin(x), ref(x))
+
+
+def test_a_layer_planned_ordered_refuses_a_float_weight_at_load(tmp_path, one_rank):
+    from torch.distributed.tensor.parallel import ColwiseParallel, parallelize_module
+
+    from torch_grit import CheckpointError
+    from torch_grit.parallel import OrderedRowwiseParallel
+
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 64))
+    torch_grit.quantize_(m, "MXFP4", filter_fn=lambda mod, fqn: fqn == "0")
+    path = str(tmp_path / "m.safetensors")
+    torch_grit.save(m, path)
+    with torch.device("meta"):
+        skeleton = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 64))
+    parallelize_module(skeleton, one_rank, {"0": ColwiseParallel(), "2": OrderedRowwiseParallel()},
+                       src_data_rank=None)
+    with pytest.raises(CheckpointError, match="'2' was parallelized with OrderedRowwiseParallel.*as float"):
+        torch_grit.load(path, model=skeleton)
+    assert skeleton[0].weight.device.type == "meta"  # nothing installed
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ from .. import ops
 from ..contract.grade import resolve_grade
 from ..contract.codec import s8_law
 from ..tensor.grit_tensor import GritTensor, quantize
+from ..tensor.ordered import ordered_rowwise_linear
 
 ACTIVATION_MODES = ("s8",)
 
@@ -181,6 +182,9 @@ class GritLinear(nn.Linear):
                 raise ValueError("activations='s8' runs on a whole packed weight, and this layer's is a "
                                  "tensor-parallel shard (DTensor): a shard runs float activations only. Call "
                                  "set_activations_(None) on the layer (before or after parallelize_module)")
+            if getattr(self, "grit_row_reduction", None) == "ordered":  # OrderedRowwiseParallel
+                return ordered_rowwise_linear(x, self.weight, self.bias,
+                                              "GritLinear %r" % (self.packed_weight.grit_name or ""))
             # DTensor's matmul would expand a non-contiguous 3-D x's weight operand (aten.expand),
             # which a packed weight refuses: hand it a contiguous x.
             return F.linear(x.contiguous(), self.weight, self.bias)

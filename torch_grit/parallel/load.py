@@ -173,6 +173,11 @@ def _read_and_check(model, lay, strict):
                 raise CheckpointError("the file holds %s, which the model does not have (pass strict=False "
                                       "to load what matches)" % name, tensor=name, field="keys")
             continue
+        owner, _, leaf = name.rpartition(".")
+        if leaf == "weight" and getattr(_submodule(model, owner), "grit_row_reduction", None) == "ordered":
+            raise CheckpointError("%r was parallelized with OrderedRowwiseParallel, which continues packed "
+                                  "sums, but the file holds its weight as float; plan it with RowwiseParallel"
+                                  % owner, tensor=name, field="model")
         with safe_open(header.path, framework="pt", device="cpu") as f:
             value = f.get_tensor(name)
         if tuple(value.shape) != tuple(current.shape):

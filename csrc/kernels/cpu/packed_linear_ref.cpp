@@ -16,8 +16,13 @@ Status decode_rows(const PackedWeight& w, int64_t row_begin, int64_t row_end, ui
   return decode_range(*w.grade, w.planes, numel, begin, end, cursor, out);
 }
 
-Status linear_tiles(const PackedWeight& w, const float* x, int64_t m, const float* bias,
-                    int64_t tile_begin, int64_t tile_end, float* y) {
+namespace {
+
+// The reference's tile loop: start(i, row) is the first value of each acc,
+// store(i, row, acc) takes the chain's result.
+template <class Start, class Store>
+Status law_tiles(const PackedWeight& w, const float* x, int64_t m, int64_t tile_begin, int64_t tile_end,
+                 Start start, Store store) {
   constexpr int64_t R = kLinearTileRows;
   const Grade& g = *w.grade;
   const int64_t k = w.k, groups = k / g.k0;
@@ -33,12 +38,30 @@ Status linear_tiles(const PackedWeight& w, const float* x, int64_t m, const floa
     if (!s.ok()) return s;
     for (int64_t i = 0; i < m; ++i) {
       for (int64_t j = 0; j < nr; ++j) {
-        const float acc = law_dot(e.data() + j * k, S.data() + j * groups, x + i * k, k, g.k0);
-        y[i * w.n + r0 + j] = law_finish(acc, bias != nullptr ? bias + r0 + j : nullptr);
+        store(i, r0 + j, law_dot_from(start(i, r0 + j), e.data() + j * k, S.data() + j * groups, x + i * k, k,
+                                      g.k0));
       }
     }
   }
   return Status::Ok();
+}
+
+}  // namespace
+
+Status linear_tiles(const PackedWeight& w, const float* x, int64_t m, const float* bias,
+                    int64_t tile_begin, int64_t tile_end, float* y) {
+  return law_tiles(
+      w, x, m, tile_begin, tile_end, [](int64_t, int64_t) { return 0.0f; },
+      [&](int64_t i, int64_t j, float acc) {
+        y[i * w.n + j] = law_finish(acc, bias != nullptr ? bias + j : nullptr);
+      });
+}
+
+Status linear_tiles_continue(const PackedWeight& w, const float* x, int64_t m, int64_t tile_begin,
+                             int64_t tile_end, float* acc) {
+  return law_tiles(
+      w, x, m, tile_begin, tile_end, [&](int64_t i, int64_t j) { return acc[i * w.n + j]; },
+      [&](int64_t i, int64_t j, float a) { acc[i * w.n + j] = a; });
 }
 
 void grad_input_accumulate(const PackedWeight& w, const float* grad_y, const float* w_rows,

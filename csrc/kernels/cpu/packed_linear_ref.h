@@ -41,6 +41,13 @@ Status decode_rows(const PackedWeight& w, int64_t row_begin, int64_t row_end, ui
 Status linear_tiles(const PackedWeight& w, const float* x, int64_t m, const float* bias,
                     int64_t tile_begin, int64_t tile_end, float* y);
 
+// The law's acc continued (linear_law.h, law_dot_from): acc[i, j] becomes
+// the chain over this weight's groups started from the acc[i, j] it holds,
+// for the columns j of tiles [tile_begin, tile_end); no bias, no NaN
+// canonicalisation (the caller finishes). acc is [m, n] float32.
+Status linear_tiles_continue(const PackedWeight& w, const float* x, int64_t m, int64_t tile_begin,
+                             int64_t tile_end, float* acc);
+
 // grad_x[i, :] += grad_y[i, j] * W[j, :] for j in [row_begin, row_end) in
 // ascending order, for batch rows i in [m_begin, m_end) and columns
 // [col_begin, col_end) of grad_x. grad_y is [m, n], grad_x is [m, k]; w_rows

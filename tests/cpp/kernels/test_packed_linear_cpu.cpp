@@ -5,6 +5,7 @@
 // random planes; a poisoned group makes its output column NaN.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <cstring>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "grit/grit.h"
+#include "grit/linear_law.h"
 #include "kernels/cpu/packed_linear_cpu.h"
 
 namespace {
@@ -275,6 +277,79 @@ TEST(PackedLinearCpu, PairPathReturnsTheReferenceBits) {
         EXPECT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * sizeof(float)))
             << c.grade << " [" << c.n << ", " << c.k << "] m=" << m << " x variant " << variant;
       }
+    }
+  }
+}
+
+// Two weights side by side, [A | B] (each row A's row then B's), from their
+// planes: per row, each plane's share of A then of B; a per-tensor plane
+// (NVF4's level-1 scale) is A's. Needs every row to fill whole bytes.
+std::vector<std::vector<uint8_t>> side_by_side(const grit::Grade& g, const std::vector<std::vector<uint8_t>>& a,
+                                               const std::vector<std::vector<uint8_t>>& b, int64_t n, int64_t k) {
+  uint64_t one[4], two[4], all[4];
+  EXPECT_TRUE(grit::grade_plane_bytes(g, static_cast<uint64_t>(k), one).ok());
+  EXPECT_TRUE(grit::grade_plane_bytes(g, static_cast<uint64_t>(2 * k), two).ok());
+  EXPECT_TRUE(grit::grade_plane_bytes(g, static_cast<uint64_t>(n * k), all).ok());
+  std::vector<std::vector<uint8_t>> out(4);
+  for (int i = 0; i < 4; ++i) {
+    if (one[i] == two[i]) {  // per tensor (or empty)
+      out[i] = a[i];
+      continue;
+    }
+    EXPECT_EQ(all[i], one[i] * static_cast<uint64_t>(n)) << "plane " << i << " rows are not whole bytes";
+    for (int64_t r = 0; r < n; ++r) {
+      out[i].insert(out[i].end(), a[i].begin() + r * one[i], a[i].begin() + (r + 1) * one[i]);
+      out[i].insert(out[i].end(), b[i].begin() + r * one[i], b[i].begin() + (r + 1) * one[i]);
+    }
+  }
+  return out;
+}
+
+// The law split at a group boundary (linear_law.h): the chain over B continued
+// from the chain over A, then finished, is the chain over [A | B]: the bits a
+// tensor-parallel ordered reduction relies on. Random planes (NaN and
+// infinite scales) and encoded ones.
+// Each half a whole number of groups (super-blocks for Q4KS) per row.
+TEST(PackedLinearCpu, AChainContinuedAcrossAColumnCutIsTheWholeChain) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal;
+  const Case cases[] = {{"MXFP4", 17, 96}, {"MXFP4", 33, 512}, {"NVF4", 17, 48}, {"NVF4", 40, 160},
+                        {"Q4KS", 8, 256},  {"Q4KS", 33, 512},  {"I8S24", 17, 96}, {"I8S24", 40, 288}};
+  for (const Case& c : cases) {
+    const grit::Grade& g = *grit::reference_grade(c.grade)->grade;
+    for (int source = 0; source < 2; ++source) {
+      auto a = random_planes(g, c.n, c.k, 40 + source), b = random_planes(g, c.n, c.k, 50 + source);
+      if (source == 1) {
+        std::vector<float> v(static_cast<size_t>(c.n * c.k));
+        for (auto* planes : {&a, &b}) {
+          for (auto& e : v) e = normal(rng);
+          grit::EncodedPlanes enc;
+          ASSERT_TRUE(grit::encode(g, v.data(), v.size(), &enc).ok());
+          planes->assign(enc.plane, enc.plane + 4);
+        }
+      }
+      b[2] = a[2];  // one per-tensor scale (NVF4's) for both halves, as a cut weight has
+      const auto ab = side_by_side(g, a, b, c.n, c.k);
+      const int64_t m = 3, tiles = grit::cpu::linear_tile_count(c.n);
+      std::vector<float> xa(static_cast<size_t>(m * c.k)), xb(xa.size()), x(static_cast<size_t>(m * 2 * c.k));
+      std::vector<float> bias(static_cast<size_t>(c.n));
+      for (auto& e : xa) e = normal(rng);
+      for (auto& e : xb) e = normal(rng);
+      for (auto& e : bias) e = normal(rng);
+      for (int64_t i = 0; i < m; ++i) {
+        std::copy(xa.begin() + i * c.k, xa.begin() + (i + 1) * c.k, x.begin() + i * 2 * c.k);
+        std::copy(xb.begin() + i * c.k, xb.begin() + (i + 1) * c.k, x.begin() + i * 2 * c.k + c.k);
+      }
+      std::vector<float> want(static_cast<size_t>(m * c.n));
+      ASSERT_TRUE(grit::cpu::linear_tiles(weight(g, ab, c.n, 2 * c.k), x.data(), m, bias.data(), 0, tiles,
+                                          want.data())
+                      .ok());
+      std::vector<float> acc(want.size(), 0.0f);
+      ASSERT_TRUE(grit::cpu::linear_tiles_continue(weight(g, a, c.n, c.k), xa.data(), m, 0, tiles, acc.data()).ok());
+      ASSERT_TRUE(grit::cpu::linear_tiles_continue(weight(g, b, c.n, c.k), xb.data(), m, 0, tiles, acc.data()).ok());
+      for (size_t t = 0; t < acc.size(); ++t) acc[t] = grit::law_finish(acc[t], &bias[t % c.n]);
+      EXPECT_EQ(0, std::memcmp(acc.data(), want.data(), want.size() * sizeof(float)))
+          << c.grade << " source " << source;
     }
   }
 }

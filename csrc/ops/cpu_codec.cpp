@@ -85,11 +85,7 @@ bool decode_fast(const char* op, const grit::Grade& grade, const PlaneArgs& p, i
   const grit::cpu::KernelTable& kt = active_cpu_kernels(op);
   if (kt.isa == grit::cpu::Isa::kScalar || grit::cpu::fast_kind_of(grade) == grit::cpu::FastKind::kNone)
     return false;
-  grit::cpu::PackedWeight w;
-  w.grade = &grade;
-  for (int i = 0; i < 4; ++i) w.planes[i] = p.plane[i];
-  w.n = n;
-  w.k = k;
+  const grit::cpu::PackedWeight w = packed_weight(grade, p, n, k);
   grit::cpu::LinearPlan plan;
   grit::cpu::make_plan(w, &plan);
   if (plan.kind == grit::cpu::FastKind::kNone) return false;

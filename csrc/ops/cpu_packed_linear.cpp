@@ -42,11 +42,7 @@ at::Tensor packed_linear_cpu(const at::Tensor& x, const at::Tensor& data, const 
   const PlaneArgs p = plane_args(op, data, scale0, scale1, aux, *grade, shape, x.device());
   const bool has_bias = check_bias(op, bias, n, x.device());
 
-  grit::cpu::PackedWeight w;
-  w.grade = grade.get();
-  for (int i = 0; i < 4; ++i) w.planes[i] = p.plane[i];
-  w.n = n;
-  w.k = k;
+  const grit::cpu::PackedWeight w = packed_weight(*grade, p, n, k);
   return cpu_linear_frame(x, n, k, bias, has_bias, [&](const float* xp, int64_t m, const float* bp, float* yp,
                                                       int64_t grain) {
     const grit::cpu::KernelTable& kt = active_cpu_kernels(op);
@@ -88,11 +84,7 @@ at::Tensor packed_linear_grad_input_cpu(const at::Tensor& grad_y, const at::Tens
   if (n == 0 || k == 0 || batch_rows(grad_y) == 0)  // nothing to decode: zeros of grad_x's shape
     return grad_input_float(grad_y, n, k, kt, [](int64_t, int64_t, float*) {}, [](const float*, int64_t) { return false; });
 
-  grit::cpu::PackedWeight w;
-  w.grade = grade.get();
-  for (int i = 0; i < 4; ++i) w.planes[i] = p.plane[i];
-  w.n = n;
-  w.k = k;
+  const grit::cpu::PackedWeight w = packed_weight(*grade, p, n, k);
   grit::cpu::LinearPlan plan;
   grit::cpu::make_plan(w, &plan);
   // The variant's decoder (the reference decode's bits), tiles in

@@ -47,11 +47,7 @@ at::Tensor packed_linear_continue_cpu(const at::Tensor& x, const at::Tensor& dat
                     ": a bias is added by the finishing call only (finish=True); found one with finish=False");
   const bool has_bias = check_bias(op, bias, n, x.device());
 
-  grit::cpu::PackedWeight w;
-  w.grade = grade.get();
-  for (int i = 0; i < 4; ++i) w.planes[i] = p.plane[i];
-  w.n = n;
-  w.k = k;
+  const grit::cpu::PackedWeight w = packed_weight(*grade, p, n, k);
   const int64_t m = batch_rows(x);
   at::Tensor out = acc.reshape({m, n}).contiguous().clone();
   if (m > 0 && n > 0 && k > 0) {

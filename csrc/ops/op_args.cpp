@@ -107,6 +107,15 @@ PlaneArgs plane_args(const char* op, const at::Tensor& data, const at::Tensor& s
   return out;
 }
 
+grit::cpu::PackedWeight packed_weight(const grit::Grade& grade, const PlaneArgs& p, int64_t n, int64_t k) {
+  grit::cpu::PackedWeight w;
+  w.grade = &grade;
+  for (int i = 0; i < 4; ++i) w.planes[i] = p.plane[i];
+  w.n = n;
+  w.k = k;
+  return w;
+}
+
 void check_weight_shape(const char* op, const grit::Grade& grade, c10::IntArrayRef shape) {
   TORCH_CHECK_VALUE(shape.size() == 2, op, ": argument 'shape' must be the 2-D weight shape [out, in], found ",
               shape_str(shape));

@@ -42,6 +42,9 @@ PlaneArgs plane_args(const char* op, const at::Tensor& data, const at::Tensor& s
                      const at::Tensor& scale1, const at::Tensor& aux, const grit::Grade& grade,
                      c10::IntArrayRef shape, c10::Device device);
 
+// The torch-free kernels' view of a checked [n, k] weight: grade and planes.
+grit::cpu::PackedWeight packed_weight(const grit::Grade& grade, const PlaneArgs& p, int64_t n, int64_t k);
+
 // One plane tensor (`name` for messages): uint8, 1-D, contiguous, on `device`.
 void check_plane_tensor(const char* op, const char* name, const at::Tensor& p, c10::Device device);
 // The level-1 check alone (what grit::check runs): raises with

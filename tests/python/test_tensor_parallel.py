@@ -132,9 +132,10 @@ def test_uneven_shards_load_and_run(tmp_path):
 
 
 @pytest.mark.parametrize("world", [2, 4])
-def test_a_rank_that_dies_makes_the_others_fail_not_hang(world):
+@pytest.mark.parametrize("ordered", ["0", "1"])
+def test_a_rank_that_dies_makes_the_others_fail_not_hang(world, ordered):
     t0 = time.monotonic()
-    results = run_ranks("die", world, "MXFP4", expect="failure")
+    results = run_ranks("die", world, "MXFP4", ordered, expect="failure")
     took = time.monotonic() - t0
     assert results[-1][0] == 3  # the one that died
     for code, out in results[:-1]:

@@ -203,13 +203,17 @@ def case_lora(rank, world, grade):
         assert ((g - w).abs() <= bound(w, 256)).all(), (name, (g - w).abs().max())
 
 
-def case_die(rank, world, grade):
+def case_die(rank, world, grade, ordered="0"):
     """The last rank exits between the sharding and the forward; the others must fail (the
-    row-wise layer's all-reduce) with an error within FAULT_TIMEOUT, never hang. Each rank
-    prints what it saw; the parent checks the survivors' exit and time."""
+    row-wise layer's all-reduce, or with ordered="1" the ordered reduction's sends, receives and
+    broadcast) with an error within FAULT_TIMEOUT, never hang. Each rank prints what it saw; the
+    parent checks the survivors' exit and time."""
+    from torch_grit.parallel import OrderedRowwiseParallel
+
     m = mlp(grade, world)
     mesh = init_device_mesh("cpu", (world,))
-    parallelize_module(m, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
+    row = OrderedRowwiseParallel() if ordered == "1" else RowwiseParallel()
+    parallelize_module(m, mesh, {"0": ColwiseParallel(), "2": row})
     dist.barrier()
     if rank == world - 1:
         os._exit(3)  # killed: no teardown, no goodbye
@@ -322,7 +326,7 @@ def case_ordered(rank, world, grades):
         sharded = parallelize_module(copy.deepcopy(lin), mesh, OrderedRowwiseParallel())
         replicated_in = parallelize_module(copy.deepcopy(lin), mesh,
                                            OrderedRowwiseParallel(input_layouts=Replicate()))
-        assert "tensor-parallel" in repr(sharded)
+        assert "tensor-parallel" in repr(sharded) and "ordered reduction" in repr(sharded)
         for dtype in (torch.float32, torch.bfloat16):
             x = torch.randn(2, 9, k).to(dtype)
             x[0, 1, 3] = float("inf")

@@ -211,6 +211,8 @@ class GritLinear(nn.Linear):
             text += ", activations=%s" % self.activations
         if isinstance(self.weight, DTensor):
             text += ", tensor-parallel %s" % (self.weight.placements,)
+            if getattr(self, "grit_row_reduction", None) == "ordered":
+                text += ", ordered reduction"
         return text
 
 

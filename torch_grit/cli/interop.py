@@ -19,7 +19,7 @@ FOLDER_UNPACKABLE = ("act_order", "bits_unsupported", "symmetric", "strategy", "
 
 IMPORT_EPILOG = """\
 SRC is a GGUF file, or a Hugging Face model folder of a GPTQ, AWQ or
-compressed-tensors (pack-quantized) model (its config.json's
+compressed-tensors (pack- or int-quantized) model (its config.json's
 quantization_config says which). A folder becomes a GRIT model
 folder DST (every other file copied, quantization_config replaced by GRIT's,
 each layer a GRIT grade with its zero-point convention declared), which

@@ -9,7 +9,7 @@ METHODS = ("gptq", "awq", "compressed-tensors")
 
 
 def import_model_folder(src, dst, max_shard_size=None, on_tensor=None):
-    """A GPTQ, AWQ or compressed-tensors (pack-quantized) model folder ``src`` as a GRIT model
+    """A GPTQ, AWQ or compressed-tensors (pack-quantized or int-quantized) model folder ``src`` as a GRIT model
     folder ``dst``; the family is config.json's ``quantization_config.quant_method``. Returns
     ``(files written, records)`` (``interop.folder.import_folder``)."""
     path = os.path.join(str(src), "config.json")

@@ -1,4 +1,4 @@
-"""compressed-tensors pack-quantized checkpoints imported as GRIT grades (docs/interop.md)."""
+"""compressed-tensors pack-quantized and int-quantized checkpoints imported as GRIT grades (docs/interop.md)."""
 
 from .convert import import_compressed
 

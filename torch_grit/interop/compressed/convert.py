@@ -1,22 +1,21 @@
-"""compressed-tensors ``pack-quantized`` model folders -> GRIT model folders
-(``interop.folder`` does the streaming).
+"""compressed-tensors model folders -> GRIT model folders (``interop.folder`` does the streaming).
 
-The layout, as the package's PackedQuantizationCompressor writes it for symmetric integer
-weights: ``weight_packed`` int32 [out, ceil(in*b/32)], each row's codes dense from bit 0
-(code j at bits b*j), each code the value plus 2^(b-1) (offset binary); ``weight_scale``
-[out, in/group] (strategy "group") or [out, 1] ("channel"); ``weight_shape`` int64 [out, in].
-It decodes ``x = scale * q``. GRIT names that ``grit1(e=s<b>,k0=<group>,s0=...,esr=ratiomaxabs)``
-with q a two's-complement code: code(q) = stored XOR 2^(b-1), the bytes otherwise as they are.
+Two of the package's integer formats, pack-quantized and int-quantized, differ only in how a
+layer's codes and zero points are stored (``layouts``); the rest is shared and planned here. Both
+store ``weight_scale`` [out, in/group] (strategy "group") or [out, 1] ("channel") and decode
+``x = scale * q`` (symmetric) or ``x = scale * (q - zp)`` (asymmetric), q and zp signed integers.
 
-Asymmetric weights add ``weight_zero_point`` int32 [ceil(out*b/32), in/group], each column's
-zero points dense from bit 0 along the output axis, offset binary like the codes; they decode
-``x = scale * (q - zp)``. GRIT names that ``grit1(e=u<b>,k0=<group>,s0=...,zp=u<b>,esr=affineminmax)``
-with the stored codes and zero points as they are (both offset by 2^(b-1), so e - z = q - zp).
+GRIT names a symmetric layer ``grit1(e=s<b>,k0=<group>,s0=...,esr=ratiomaxabs)``, each code q in
+two's complement; an asymmetric one ``grit1(e=u<b>,k0=<group>,s0=...,zp=u<b>,esr=affineminmax)``,
+codes and zero points offset binary (q + 2^(b-1), zp + 2^(b-1)), so that e - z = q - zp exactly.
+A format that stores the other encoding has each code's top bit flipped; the bytes are otherwise
+kept, the scales as they are.
 
-Imported: 4- and 8-bit weights, symmetric or asymmetric, group or channel strategy, float16 or
-float32 scales. Refused with the reason, nothing written: config groups that quantize activations
-too (W8A8: the weights alone would not compute what the model does), the "tensor" strategy (one scale for the whole tensor: v1's level-0 groups run
-along one axis), bfloat16 scales (not in GRIT v1's format ladder), other formats and bit widths.
+Imported: pack-quantized 4- and 8-bit and int-quantized 8-bit weights, symmetric or asymmetric,
+group or channel strategy, float16 or float32 scales. Refused with the reason, nothing written:
+config groups that quantize activations too (W8A8: the weights alone would not compute what the
+model does), the "tensor" strategy (one scale for the whole tensor: v1's level-0 groups run along
+one axis), bfloat16 scales (not in GRIT v1's format ladder), other formats and bit widths.
 """
 
 import numpy as np
@@ -26,8 +25,9 @@ from ...contract.errors import GradeError
 from ...contract.grade import Grade
 from ...scan.records import is_class_target, target_matches
 from ..folder import SCALE_DTYPES, LayerPlan, import_folder
+from .layouts import LAYOUTS, sign_mask
 
-LEAVES = ("weight_packed", "weight_scale", "weight_shape", "weight_zero_point", "weight_global_scale")
+LEAVES = ("weight", "weight_packed", "weight_scale", "weight_shape", "weight_zero_point", "weight_global_scale")
 SCALES = {"F16": "binary16", "F32": "binary32"}
 
 
@@ -64,31 +64,68 @@ def plan_layers(source):
                               field="weight_scale")
     layers = []
     for prefix, leaves in sorted(mods.items()):
-        lead = "weight_packed" if "weight_packed" in leaves else "weight_scale"
+        lead = next(k for k in ("weight_packed", "weight", "weight_scale") if k in leaves)
         where = "%s.%s" % (prefix, lead)
         wpath = leaves[lead][0].path
         group = _scheme(prefix, groups)
         if group is None or any(target_matches(t, prefix) for t in ignore):
-            raise CheckpointError("%s is packed, but no config group targets it (or it is ignored)" % prefix,
+            raise CheckpointError("%s is quantized, but no config group targets it (or it is ignored)" % prefix,
                                   wpath, where, field="config_groups")
         if group.get("input_activations") or group.get("output_activations"):
             raise CheckpointError("the config group quantizes activations too; GRIT weight grades carry the "
                                   "weights only, and running this model without its activation quantization "
                                   "would change what it computes", wpath, where, field="activations")
         fmt = group.get("format") or qc.get("format")
-        if fmt != "pack-quantized" or "weight_packed" not in leaves:
-            raise CheckpointError("format %r: torch_grit imports compressed-tensors' pack-quantized (integer) "
-                                  "layers" % (fmt,), wpath, where, field="format", found=fmt)
+        layout = LAYOUTS.get(fmt) if isinstance(fmt, str) else None
+        if layout is None or layout.codes not in leaves:
+            raise CheckpointError("format %r: torch_grit imports compressed-tensors' pack-quantized and "
+                                  "int-quantized (integer) layers%s"
+                                  % (fmt, "" if layout is None else ", and this layer has no %s" % layout.codes),
+                                  wpath, where, field="format", found=fmt)
         args = group.get("weights") if isinstance(group.get("weights"), dict) else {}
-        layers.append(_plan(source, prefix, leaves, args, wpath, where))
+        layers.append(_plan(source, prefix, leaves, layout, args, wpath, where))
     return layers
 
 
-def _plan(source, prefix, leaves, args, path, where):
+def _plan(source, prefix, leaves, layout, args, path, where):
+    bits, symmetric = _check_args(leaves, layout, args, path, where)
+    out_f, in_f = layout.shape(source, leaves, bits, path, where)
+    s0, k0 = _check_scale(prefix, leaves, args, out_f, in_f, path, where)
+    groups = in_f // k0
+    if not symmetric:
+        layout.check_zero_points(leaves["weight_zero_point"][1], bits, out_f, groups, path,
+                                 prefix + ".weight_zero_point")
+    text = ("grit1(e=s%d,k0=%d,s0=%s,esr=ratiomaxabs)" % (bits, k0, s0) if symmetric else
+            "grit1(e=u%d,k0=%d,s0=%s,zp=u%d,esr=affineminmax)" % (bits, k0, s0, bits))
+    try:
+        grade = Grade.parse(text)
+    except GradeError as e:
+        raise CheckpointError("the layer's grade: %s" % e, path, where, field="grade") from None
+    # The grade's codes: two's complement when symmetric, offset binary when not; its zero points
+    # offset binary. Flip each code's top bit where the format stores the other encoding.
+    flip_codes = sign_mask(bits, 8 // bits) if layout.offset_binary == symmetric else np.uint8(0)
+    flip_zps = np.uint8(0) if layout.offset_binary else sign_mask(bits, 1)
+
+    def convert(a):
+        data = layout.code_bytes(a[layout.codes], bits, out_f, in_f) ^ flip_codes
+        scale = np.ascontiguousarray(a["weight_scale"]).view(np.uint8).reshape(-1)
+        zps = np.zeros(0, np.uint8)
+        if not symmetric:
+            zps = layout.zero_point_bytes(a["weight_zero_point"], bits, out_f, groups) ^ flip_zps
+        return [data, scale, np.zeros(0, np.uint8), zps]
+
+    names = (layout.codes, "weight_scale") + layout.drop + (() if symmetric else ("weight_zero_point",))
+    return LayerPlan(prefix, {k: leaves[k] for k in names}, (out_f, in_f), grade,
+                     source.dtype or SCALE_DTYPES[leaves["weight_scale"][1].dtype], convert, drop=layout.drop)
+
+
+def _check_args(leaves, layout, args, path, where):
+    """(bits, symmetric) from the group's weight args, checked against the format and the leaves."""
     bits, strategy = args.get("num_bits", 4), args.get("strategy", "group")
-    if args.get("type", "int") != "int" or bits not in (4, 8):
-        raise CheckpointError("%s-bit %s weights: torch_grit imports 4- and 8-bit integer pack-quantized layers"
-                              % (bits, args.get("type")), path, where, field="num_bits", found=bits)
+    if args.get("type", "int") != "int" or bits not in layout.bits:
+        raise CheckpointError("%s-bit %s weights: torch_grit imports %s integer %s layers%s"
+                              % (bits, args.get("type"), _widths(layout.bits), layout.format, layout.bits_why),
+                              path, where, field="num_bits", found=bits)
     symmetric = args.get("symmetric", True)
     if symmetric not in (True, False):
         raise CheckpointError("symmetric is %r; expected true or false" % (symmetric,), path, where,
@@ -102,74 +139,32 @@ def _plan(source, prefix, leaves, args, path, where):
     if strategy not in ("group", "channel"):
         raise CheckpointError("strategy %r: one scale for the whole tensor is no v1 grade (level-0 groups run "
                               "along one axis)" % (strategy,), path, where, field="strategy", found=strategy)
-    for leaf in ("weight_scale", "weight_shape"):
-        if leaf not in leaves:
-            raise CheckpointError("%s has no %s beside it" % (where, leaf), path, where, field=leaf)
-    wp, sc, ws = (leaves[k][1] for k in ("weight_packed", "weight_scale", "weight_shape"))
-    if wp.dtype != "I32" or len(wp.shape) != 2:
-        raise CheckpointError("weight_packed is %s %s; the compressor writes a 2-D int32 tensor"
-                              % (wp.dtype, list(wp.shape)), path, where, field="weight_packed", found=wp.dtype)
-    if ws.dtype not in ("I64", "I32") or list(ws.shape) != [2]:
-        raise CheckpointError("weight_shape is %s %s; expected 2 integers [out, in]" % (ws.dtype, list(ws.shape)),
-                              path, prefix + ".weight_shape", field="weight_shape")
-    out_f, in_f = (int(v) for v in source.read(leaves["weight_shape"]).tolist())
-    words = -(-in_f * bits // 32)
-    if list(wp.shape) != [out_f, words] or in_f * bits % 8:
-        raise CheckpointError("weight_packed is %s; weight_shape [%d, %d] at %d bits needs [%d, %d]"
-                              % (list(wp.shape), out_f, in_f, bits, out_f, words), path, where,
-                              field="weight_packed", expected=[out_f, words], found=list(wp.shape))
+    return bits, symmetric
+
+
+def _check_scale(prefix, leaves, args, out_f, in_f, path, where):
+    """(s0, k0): the scales' GRIT format and the group size, the inputs and ``weight_scale`` checked against it."""
+    if "weight_scale" not in leaves:
+        raise CheckpointError("%s has no weight_scale beside it" % where, path, where, field="weight_scale")
+    sc, strategy = leaves["weight_scale"][1], args.get("strategy", "group")
     s0 = SCALES.get(sc.dtype)
     if s0 is None:
         raise CheckpointError("weight_scale is %s; GRIT v1 scales take float16 or float32 here (bfloat16 is not in "
                               "its format ladder)" % sc.dtype, path, prefix + ".weight_scale",
                               field="weight_scale_dtype", found=sc.dtype)
     k0 = in_f if strategy == "channel" else args.get("group_size")
-    if not isinstance(k0, int) or k0 <= 0 or in_f % k0 or list(sc.shape) != [out_f, in_f // k0]:
-        raise CheckpointError("weight_scale is %s; strategy %s with group_size %r over [%d, %d] needs [%d, %s]"
-                              % (list(sc.shape), strategy, args.get("group_size"), out_f, in_f, out_f,
-                                 in_f // k0 if isinstance(k0, int) and k0 > 0 else "?"),
-                              path, prefix + ".weight_scale", field="weight_scale", found=list(sc.shape))
-    groups = in_f // k0
-    if not symmetric:
-        zp = leaves["weight_zero_point"][1]
-        zp_words = -(-out_f * bits // 32)
-        if zp.dtype != "I32" or list(zp.shape) != [zp_words, groups]:
-            raise CheckpointError("weight_zero_point is %s %s; %d-bit zero points of [%d, %d] packed along the "
-                                  "output axis need int32 [%d, %d]" % (zp.dtype, list(zp.shape), bits, out_f, groups,
-                                                                       zp_words, groups),
-                                  path, prefix + ".weight_zero_point", field="weight_zero_point",
-                                  expected=[zp_words, groups], found=list(zp.shape))
-    # Symmetric: two's-complement codes, x = S * q. Asymmetric: the stored offset-binary codes
-    # as unsigned elements and zero points, x = S * (e - z) with e - z = q - zp exactly.
-    text = ("grit1(e=s%d,k0=%d,s0=%s,esr=ratiomaxabs)" % (bits, k0, s0) if symmetric else
-            "grit1(e=u%d,k0=%d,s0=%s,zp=u%d,esr=affineminmax)" % (bits, k0, s0, bits))
-    try:
-        grade = Grade.parse(text)
-    except GradeError as e:
-        raise CheckpointError("the layer's grade: %s" % e, path, where, field="grade") from None
-    offset = np.uint8(0) if not symmetric else (np.uint8(1 << (bits - 1)) if bits == 8 else np.uint8(0x88))
-    row_bytes = in_f * bits // 8
-
-    def convert(a):
-        rows = np.ascontiguousarray(a["weight_packed"]).view(np.uint8).reshape(out_f, -1)[:, :row_bytes]
-        data = (rows ^ offset).reshape(-1)
-        scale = np.ascontiguousarray(a["weight_scale"]).view(np.uint8).reshape(-1)
-        zps = np.zeros(0, np.uint8)
-        if not symmetric:
-            zps = _zero_points(a["weight_zero_point"], bits, out_f, groups)
-        return [data, scale, np.zeros(0, np.uint8), zps]
-
-    names = ("weight_packed", "weight_scale", "weight_shape") + (() if symmetric else ("weight_zero_point",))
-    return LayerPlan(prefix, {k: leaves[k] for k in names},
-                     (out_f, in_f), grade, source.dtype or SCALE_DTYPES[sc.dtype], convert, drop=("weight_shape",))
+    if not isinstance(k0, int) or k0 <= 0 or in_f % k0:
+        raise CheckpointError("the weight [%d, %d] in groups of %r (strategy %s): its %d inputs are no whole "
+                              "number of groups" % (out_f, in_f, k0, strategy, in_f),
+                              path, where, field="group_size", expected=args.get("group_size"), found=in_f)
+    if list(sc.shape) != [out_f, in_f // k0]:
+        raise CheckpointError("weight_scale is %s; strategy %s with group_size %r over [%d, %d] needs [%d, %d]"
+                              % (list(sc.shape), strategy, args.get("group_size"), out_f, in_f, out_f, in_f // k0),
+                              path, prefix + ".weight_scale", field="weight_scale",
+                              expected=[out_f, in_f // k0], found=list(sc.shape))
+    return s0, k0
 
 
-def _zero_points(packed, bits, out_f, groups):
-    """weight_zero_point (int32 [ceil(out*b/32), groups], each column's out codes dense from bit 0,
-    offset binary) -> GRIT's zero-point plane: one byte per group, row-major [out, groups]."""
-    cols = np.ascontiguousarray(np.asarray(packed).T).view(np.uint8).reshape(groups, -1)  # [groups, bytes]
-    if bits == 8:
-        codes = cols[:, :out_f]
-    else:
-        codes = np.stack([cols & 0x0F, cols >> 4], axis=-1).reshape(groups, -1)[:, :out_f]
-    return np.ascontiguousarray(codes.T).reshape(-1).astype(np.uint8)
+def _widths(bits):
+    """(4, 8) -> '4- and 8-bit'."""
+    return " and ".join("%d-" % b for b in bits) + "bit"

@@ -10,7 +10,7 @@ packed layers are frozen; the backward runs every packed layer's grad_input
 and the row-wise layers' all-reduces). "ordered forward" is the same forward
 with o and down under torch_grit.parallel.OrderedRowwiseParallel (a second
 skeleton, loaded the same way): the row-wise sums continued rank after rank
-by the scalar reference kernel, the logits bit for bit one process's.
+by the CPU kernel variant's continuation, the logits bit for bit one process's.
 Threads: the machine's cores are
 shared among the ranks (at least one each; 4 ranks on 2 cores oversubscribe).
 The model is packed and saved once; each rank builds a skeleton on the meta

@@ -121,8 +121,8 @@ def packed_linear_continue(x: Tensor, planes: Planes, grade: GradeLike, shape: S
     groups, for a weight that is a column cut (on group boundaries) of a larger one whose earlier
     columns left ``acc`` (csrc/grit/linear_law.h). ``finish=False`` returns the new float32 acc;
     ``finish=True`` adds ``bias``, makes NaN canonical and returns y in x's dtype: then the cuts,
-    continued in order from zeros, give :func:`packed_linear`'s bits on the whole weight. CPU only,
-    scalar reference kernel; INT4G is refused. Not differentiable (the ordered tensor-parallel
+    continued in order from zeros, give :func:`packed_linear`'s bits on the whole weight. CPU only
+    (the active kernel variant; every variant gives the reference's bits); INT4G is refused. Not differentiable (the ordered tensor-parallel
     reduction supplies the gradient)."""
     return torch.ops.grit.packed_linear_continue.default(x, *_planes4(planes), _grade_str(grade), _shape(shape),
                                                          acc, bias, finish)

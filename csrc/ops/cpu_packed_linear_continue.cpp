@@ -3,10 +3,12 @@
 // for a weight that is a column cut of a larger one on group boundaries. A
 // tensor-parallel row-wise shard runs it in rank order, each rank taking
 // the previous rank's acc, so the last rank's y has the bits one process
-// gets from the whole weight (torch_grit/tensor/ordered.py). The reference
-// kernel (packed_linear_ref.h) computes every tile, threads splitting the
-// output into disjoint 16-row tiles, so the bits do not depend on the
-// thread count.
+// gets from the whole weight (torch_grit/tensor/ordered.py). The active
+// instruction-set variant continues the chains (LinearPlan::continued: its
+// GEMM, whose accumulators wait in y between chunks, at every batch size),
+// the reference kernel (packed_linear_ref.h) where the variant falls back;
+// threads split the output into disjoint 16-row tiles, so the bits depend
+// on neither the variant nor the thread count.
 //
 //   finish = false: returns the continued acc, float32, no bias.
 //   finish = true:  returns y = acc + bias (NaN canonical), in x's dtype.
@@ -15,8 +17,10 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <atomic>
 
 #include "grit/linear_law.h"
+#include "kernels/cpu/packed_linear_cpu.h"
 #include "kernels/cpu/packed_linear_ref.h"
 #include "ops/int4g_args.h"
 #include "ops/op_args.h"
@@ -49,16 +53,34 @@ at::Tensor packed_linear_continue_cpu(const at::Tensor& x, const at::Tensor& dat
 
   const grit::cpu::PackedWeight w = packed_weight(*grade, p, n, k);
   const int64_t m = batch_rows(x);
-  at::Tensor out = acc.reshape({m, n}).contiguous().clone();
+  const at::Tensor start = acc.reshape({m, n}).contiguous();
+  at::Tensor out = start.clone();
   if (m > 0 && n > 0 && k > 0) {
     const at::Tensor x32 = x.reshape({m, k}).to(at::kFloat).contiguous();
+    const float* xp = x32.const_data_ptr<float>();
+    float* yp = out.mutable_data_ptr<float>();
     const int64_t tile_work = std::max<int64_t>(1, m * k * grit::cpu::kLinearTileRows);
-    at::parallel_for(0, grit::cpu::linear_tile_count(n), std::max<int64_t>(1, kLinearTaskWork / tile_work),
-                     [&](int64_t b, int64_t e) {
-                       const grit::Status s = grit::cpu::linear_tiles_continue(
-                           w, x32.const_data_ptr<float>(), m, b, e, out.mutable_data_ptr<float>());
-                       TORCH_CHECK(s.ok(), op, ": ", s.message);
-                     });
+    const int64_t grain = std::max<int64_t>(1, kLinearTaskWork / tile_work);
+    const grit::cpu::KernelTable& kt = active_cpu_kernels(op);
+    grit::cpu::LinearPlan plan;
+    grit::cpu::make_plan(w, &plan);
+    plan.continued = true;
+    std::atomic<bool> fallback{false};
+    at::parallel_for(0, grit::cpu::linear_tile_count(n), grain, [&](int64_t b, int64_t e) {
+      bool fb = false;
+      const grit::Status s = kt.linear_tiles(plan, xp, m, nullptr, b, e, yp, &fb);
+      TORCH_CHECK(s.ok(), op, ": ", s.message);
+      if (fb) fallback.store(true);
+    });
+    // A variant that fell back may have continued some tiles already: the
+    // reference starts again from the acc the call was given.
+    if (fallback.load()) {
+      out.copy_(start);
+      at::parallel_for(0, grit::cpu::linear_tile_count(n), grain, [&](int64_t b, int64_t e) {
+        const grit::Status s = grit::cpu::linear_tiles_continue(w, xp, m, b, e, yp);
+        TORCH_CHECK(s.ok(), op, ": ", s.message);
+      });
+    }
   }
   if (!finish) return out.view(out_shape);
   float* y = out.mutable_data_ptr<float>();

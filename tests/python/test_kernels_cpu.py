@@ -428,6 +428,74 @@ def test_results_do_not_depend_on_the_thread_count(isa, grade):
         assert torch.equal(_bits(a), _bits(b))
 
 
+# --------------------------------------------------------------------------- continuation
+
+
+def _start_acc(m, n, seed):
+    acc = torch.randn(m, n, generator=torch.Generator().manual_seed(seed)) * 64
+    acc.view(-1)[0] = float("nan")
+    acc.view(-1)[-1] = -0.0
+    if acc.numel() > 2:
+        acc.view(-1)[1], acc.view(-1)[2] = float("inf"), float("-inf")
+    return acc
+
+
+@pytest.mark.parametrize("grade", GRADES)
+def test_the_continuation_is_the_reference_continuation_on_every_variant(isa, grade):
+    """grit::packed_linear_continue on a variant (its GEMM, at batch 1 too) gives the scalar
+    reference's bits from starting accs with NaN, inf and -0, on planes with NaN and infinite
+    scales and on encoded ones; finishing adds the bias in x's dtype. The per-channel grades
+    (a group wider than the GEMM's chunk) fall back to the reference."""
+    shape = SHAPES[grade][1]
+    sources = (_plant_specials(grade, _random_planes(grade, shape, seed=7)), _packed(grade, torch.randn(shape)))
+    for s, planes in enumerate(sources):
+        for m in (1, 4, 9):
+            x = torch.randn(m, shape[1], generator=torch.Generator().manual_seed(m))
+            x[-1, 5] = float("inf") if s else x[-1, 5]
+            acc = _start_acc(m, shape[0], seed=m + s)
+            bias = torch.randn(shape[0]).to(torch.bfloat16)
+            got = [ops.packed_linear_continue(x, planes, grade, shape, acc),
+                   ops.packed_linear_continue(x.bfloat16(), planes, grade, shape, acc, bias, finish=True)]
+            prev = _C._set_cpu_isa("scalar")
+            want = [ops.packed_linear_continue(x, planes, grade, shape, acc),
+                    ops.packed_linear_continue(x.bfloat16(), planes, grade, shape, acc, bias, finish=True)]
+            _C._set_cpu_isa(prev)
+            for g, w in zip(got, want):
+                assert g.dtype == w.dtype and _same_bits(g, w), (isa, grade, s, m)
+
+
+def test_a_continuation_that_falls_back_midway_starts_again_from_its_acc(isa):
+    """Two quads of the last row name one position twice: a fast variant falls back after it
+    continued the tiles before, and the reference starts again from the acc it was given (not
+    from the half-continued one)."""
+    shape = (200, 160)
+    planes = _random_planes("I8S24", shape, seed=3)
+    planes[3][-1] = 0
+    x = torch.randn(3, shape[1])
+    acc = _start_acc(3, shape[0], seed=4)
+    got = ops.packed_linear_continue(x, planes, "I8S24", shape, acc)
+    prev = _C._set_cpu_isa("scalar")
+    want = ops.packed_linear_continue(x, planes, "I8S24", shape, acc)
+    _C._set_cpu_isa(prev)
+    assert _same_bits(got, want)
+
+
+def test_the_continuation_does_not_depend_on_the_thread_count():
+    shape = (200, 512)
+    planes = _packed("MXFP4", torch.randn(shape))
+    x = torch.randn(5, shape[1])
+    acc = _start_acc(5, shape[0], seed=1)
+    before = torch.get_num_threads()
+    try:
+        out = []
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            out.append(ops.packed_linear_continue(x, planes, "MXFP4", shape, acc))
+    finally:
+        torch.set_num_threads(before)
+    assert _same_bits(out[0], out[1])
+
+
 def test_a_grade_without_a_fast_decoder_runs_the_reference(isa):
     grade = "grit1(e=e4m3,k0=32,s0=e8m0,esr=exp2floormaxabs)"
     shape = (20, 64)

@@ -14,8 +14,9 @@ and broadcasts y to every rank.
 
 The price: the ranks run one after another (no overlap), plus one
 point-to-point message of m x out_features float32 per rank boundary and
-one broadcast of y. The continuation runs the scalar reference kernel on
-CPU; there is no CUDA kernel for it. The backward to x needs no
+one broadcast of y. The continuation runs on the CPU kernel variants (their
+GEMM continues the chains at every batch size); there is no CUDA kernel for
+it. The backward to x needs no
 communication: each rank's columns of ``grad_y @ W`` come from its own
 shard, in the single-process order.
 """

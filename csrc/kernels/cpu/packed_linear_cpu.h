@@ -108,6 +108,15 @@ struct LinearPlan {
   // the largest |e|) bits, e integers), so w = S*e - Z is one FMA.
   bool affine_fma = false;
   float zp[256] = {};        // kNibbleAffine: zero-point code -> z (+1 under zpc=minus1)
+  // Continue the law's chains (linear_law.h, law_dot_from; a tensor-parallel
+  // row-wise shard): y holds each output's running acc on entry, and the
+  // kernel leaves the acc continued over this weight's groups in y, with no
+  // bias and no NaN canonicalisation (bias must be null). Set by the caller
+  // after make_plan. A plan a variant cannot continue (a group wider than
+  // its GEMM chunk) sets *fallback before writing anything; a fallback from
+  // the decoder (an irregular sparse quad) may come after some tiles were
+  // continued, so the caller keeps the acc it started from.
+  bool continued = false;
   // kNibble only: w.planes[0] and [1] hold the CPU tile layout
   // (nibble_tiles.h) instead of row-major planes; only a KernelTable with
   // reads_tiles may be handed such a plan.
@@ -134,7 +143,9 @@ struct KernelTable {
   // y[i, rows of the tiles] for batch rows i < m; x is [m, k], y is [m, n],
   // float32 row-major, bias may be null. Sets *fallback (and leaves those
   // tiles unfinished) when the planes need the reference kernel (an
-  // irregular sparse quad); the caller then recomputes with it.
+  // irregular sparse quad); the caller then recomputes with it. A continued
+  // plan (LinearPlan::continued) takes y as the running acc and leaves the
+  // continued acc there.
   Status (*linear_tiles)(const LinearPlan& p, const float* x, int64_t m, const float* bias,
                          int64_t tile_begin, int64_t tile_end, float* y, bool* fallback);
   // The tiles' rows of W, row-major into out (rows tile_begin*16 onwards):

@@ -201,7 +201,8 @@ namespace {
 
 Status scalar_linear_tiles(const LinearPlan& p, const float* x, int64_t m, const float* bias,
                            int64_t tile_begin, int64_t tile_end, float* y, bool* /*fallback*/) {
-  return linear_tiles(p.w, x, m, bias, tile_begin, tile_end, y);
+  return p.continued ? linear_tiles_continue(p.w, x, m, tile_begin, tile_end, y)
+                     : linear_tiles(p.w, x, m, bias, tile_begin, tile_end, y);
 }
 
 Status scalar_decode_tiles(const LinearPlan& p, int64_t tile_begin, int64_t tile_end, float* out,

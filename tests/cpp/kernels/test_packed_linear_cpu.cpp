@@ -354,4 +354,79 @@ TEST(PackedLinearCpu, AChainContinuedAcrossAColumnCutIsTheWholeChain) {
   }
 }
 
+// Bits equal, or both NaN: a continued acc is not canonicalised (the
+// finishing call does that), and NaN payloads are not the law's.
+bool same_or_both_nan(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!(std::isnan(a[i]) && std::isnan(b[i])) && std::memcmp(&a[i], &b[i], sizeof(float)) != 0) return false;
+  return true;
+}
+
+// A continued plan (LinearPlan::continued) on every variant: y's running
+// acc continued over the weight's groups, the reference continuation's
+// bits, at batch 1 (the GEMM, not the GEMV) and larger, from starting
+// accs with NaN, infinities and signed zeros; random planes (NaN and
+// infinite scales) and encoded ones. A group wider than the GEMM chunk
+// falls back before writing anything.
+TEST(PackedLinearCpu, EveryVariantContinuesAChainLikeTheReference) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal;
+  for (const Case& c : kCases) {
+    const grit::Grade& g = *grit::reference_grade(c.grade)->grade;
+    for (int source = 0; source < 2; ++source) {
+      auto planes = random_planes(g, c.n, c.k, 60 + source);
+      if (source == 1) {
+        std::vector<float> v(static_cast<size_t>(c.n * c.k));
+        for (auto& e : v) e = normal(rng);
+        grit::EncodedPlanes enc;
+        ASSERT_TRUE(grit::encode(g, v.data(), v.size(), &enc).ok());
+        planes.assign(enc.plane, enc.plane + 4);
+      }
+      const grit::cpu::PackedWeight w = weight(g, planes, c.n, c.k);
+      grit::cpu::LinearPlan plan;
+      grit::cpu::make_plan(w, &plan);
+      plan.continued = true;
+      const int64_t tiles = grit::cpu::linear_tile_count(c.n);
+      for (int64_t m : {1, 3, 9}) {
+        std::vector<float> x(static_cast<size_t>(m * c.k)), start(static_cast<size_t>(m * c.n));
+        for (auto& e : x) e = normal(rng);
+        for (auto& e : start) e = 64.0f * normal(rng);
+        start[0] = std::numeric_limits<float>::quiet_NaN();
+        start[start.size() / 2] = std::numeric_limits<float>::infinity();
+        start[start.size() - 1] = -0.0f;
+        if (start.size() > 2) start[1] = -std::numeric_limits<float>::infinity();
+        std::vector<float> want = start;
+        ASSERT_TRUE(grit::cpu::linear_tiles_continue(w, x.data(), m, 0, tiles, want.data()).ok());
+        for (Isa isa : supported()) {
+          std::vector<float> got = start;
+          bool fallback = false;
+          ASSERT_TRUE(grit::cpu::kernels_for(isa).linear_tiles(plan, x.data(), m, nullptr, 0, tiles, got.data(),
+                                                               &fallback).ok());
+          EXPECT_FALSE(fallback) << grit::cpu::isa_name(isa) << " " << c.grade;
+          EXPECT_TRUE(same_or_both_nan(got, want))
+              << grit::cpu::isa_name(isa) << " " << c.grade << " [" << c.n << ", " << c.k << "] m " << m
+              << " source " << source;
+        }
+      }
+    }
+  }
+  // One group per row, wider than the GEMM chunk: the fast variants decline.
+  grit::Grade wide;
+  ASSERT_TRUE(grit::grade_parse("grit1(e=s8,k0=512,s0=binary16,esr=ratiomaxabs)", &wide).ok());
+  const auto planes = random_planes(wide, 17, 512, 70);
+  grit::cpu::LinearPlan plan;
+  grit::cpu::make_plan(weight(wide, planes, 17, 512), &plan);
+  EXPECT_EQ(plan.kind, grit::cpu::FastKind::kInt8Dense);
+  plan.continued = true;
+  std::vector<float> x(512, 1.0f), y(17, 2.0f);
+  for (Isa isa : supported()) {
+    if (isa == Isa::kScalar) continue;
+    bool fallback = false;
+    ASSERT_TRUE(grit::cpu::kernels_for(isa).linear_tiles(plan, x.data(), 1, nullptr, 0, 2, y.data(), &fallback).ok());
+    EXPECT_TRUE(fallback) << grit::cpu::isa_name(isa);
+    EXPECT_TRUE(std::all_of(y.begin(), y.end(), [](float v) { return v == 2.0f; })) << grit::cpu::isa_name(isa);
+  }
+}
+
 }  // namespace

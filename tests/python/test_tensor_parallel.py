@@ -143,6 +143,11 @@ def test_a_rank_that_dies_makes_the_others_fail_not_hang(world, ordered):
     assert took < 60, took  # the collectives' timeout is 10 s; startup is the rest
 
 
+@pytest.mark.parametrize("world", [2, 4])
+def test_full_tensor_of_a_packed_weight_is_the_whole_weight(world):
+    run_ranks("full", world)
+
+
 def test_a_plan_that_splits_a_group_is_refused_on_every_rank():
     run_ranks("refuse", 2, "MXFP4")
 
@@ -166,6 +171,40 @@ def test_cuts_are_the_decoded_weights_blocks(grade, cols):
         assert torch.equal(S.dequantize().view(torch.int32), want.contiguous().view(torch.int32)), (dim, a, b)
         if not S.is_int4_groups:
             torch_grit.check(S.descriptor, S.planes)  # its own descriptor, level 1
+
+
+@pytest.mark.parametrize("grade, cols", CUT_GRADES)
+def test_cat_joins_cuts_back_into_the_weight(grade, cols):
+    """torch.cat of a weight's cuts (rows or columns, on group boundaries) is the weight: the same
+    plane bytes, its own descriptor, the same decode."""
+    W = torch_grit.quantize(torch.randn(40, cols, generator=torch.Generator().manual_seed(4)), grade, name="w")
+    span = torch_grit.tensor.shard.group_span(W.grade)
+    for dim, seams in [(0, (8, 24)), (1, (span,))]:
+        bounds = (0, *seams, W.logical_shape[dim])
+        J = torch.cat([cut(W, dim, a, b) for a, b in zip(bounds, bounds[1:])], dim=dim)
+        assert isinstance(J, torch_grit.GritTensor) and J.grit_name == "w"
+        assert all(torch.equal(a, b) for a, b in zip(J.planes, W.planes)), (grade, dim)
+        if not W.is_int4_groups:
+            assert J.descriptor == W.descriptor
+            torch_grit.check(J.descriptor, J.planes)
+        assert torch.equal(J.dequantize().view(torch.int32), W.dequantize().view(torch.int32))
+
+
+def test_cat_refuses_what_is_not_one_weight():
+    W = torch_grit.quantize(torch.randn(40, 256), "MXFP4", name="fc.weight")
+    V = torch_grit.quantize(torch.randn(40, 256), "NVF4")
+    with pytest.raises(UnsupportedOpError, match="differ"):
+        torch.cat([W, V])
+    with pytest.raises(UnsupportedOpError, match="do not join along dim 1"):
+        torch.cat([W, W[:8]], dim=1)
+    with pytest.raises(UnsupportedOpError, match="float tensor"):
+        torch.cat([W, torch.randn(8, 256)])
+    G = torch_grit.quantize(torch.randn(5, 33), "INT4G32", name="g")
+    with pytest.raises(UnsupportedOpError, match="inside a byte"):
+        torch.cat([G, G])
+    N = torch_grit.quantize(torch.randn(40, 64) * 100, "NVF4")  # another per-tensor scale
+    with pytest.raises(UnsupportedOpError, match="per-tensor plane"):
+        torch.cat([cut(V, 1, 0, 64), N], dim=1)
 
 
 def test_split_is_torch_split():

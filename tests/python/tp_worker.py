@@ -129,6 +129,31 @@ def case_refuse(rank, world, grade):
     dist.barrier()  # every rank got here: nobody hangs in a scatter
 
 
+def case_full(rank, world):
+    """full_tensor() of column-wise and row-wise packed weights (every grade form, a tiled one,
+    sharded from memory and loaded into a meta skeleton) is the whole weight: its planes'
+    bytes, its descriptor (level 1 checked) and its decode."""
+    for grade, cols in (("MXFP4", 256), ("NVF4", 256), ("Q4KS", 256 * world), ("I8S24", 256),
+                        ("U4Z_G128", 128 * world), ("INT4G32", 64 * world)):
+        torch.manual_seed(1)
+        m = nn.Sequential(nn.Linear(cols, 32 * world), nn.ReLU(), nn.Linear(32 * world, cols, bias=False),
+                          nn.Linear(cols, 16 * world))
+        torch_grit.quantize_(m, grade)
+        if grade == "MXFP4":
+            m[0].tile_()
+        whole = [copy.deepcopy(m[i].weight.data) for i in (0, 3)]
+        parallelize_module(m, init_device_mesh("cpu", (world,)), {"0": ColwiseParallel(), "3": RowwiseParallel()},
+                           src_data_rank=None)
+        for w, i in zip(whole, (0, 3)):
+            f = m[i].weight.full_tensor()
+            assert isinstance(f, torch_grit.GritTensor) and f.tiled == w.tiled, (grade, i, type(f))
+            assert all(torch.equal(a, b) for a, b in zip(f.stored_planes, w.stored_planes)), (grade, i)
+            assert torch.equal(f.dequantize().view(torch.int32), w.dequantize().view(torch.int32)), (grade, i)
+            if not w.is_int4_groups:
+                assert f.descriptor == w.descriptor, (grade, i)
+                torch_grit.check(f.descriptor, f.planes)
+
+
 def case_linear_dtypes(rank, world, grade):
     """A lone GritLinear, column-wise with a DTensor output gathered back: the full output equals
     the unsharded layer's bit for bit; row-wise alone within the all-reduce bound."""
@@ -372,7 +397,7 @@ def case_ordered(rank, world, grades):
             assert torch.equal(skeleton(x), ref(x)), (grade, "loaded mlp")
 
 
-CASES = {"ordered": case_ordered, "mlp_cuda": case_mlp_cuda, "disagree": case_disagree, "uneven": case_uneven, "load": case_load, "die": case_die, "mlp": case_mlp, "refuse": case_refuse, "linear": case_linear_dtypes, "llama": case_llama,
+CASES = {"full": case_full, "ordered": case_ordered, "mlp_cuda": case_mlp_cuda, "disagree": case_disagree, "uneven": case_uneven, "load": case_load, "die": case_die, "mlp": case_mlp, "refuse": case_refuse, "linear": case_linear_dtypes, "llama": case_llama,
          "lora": case_lora}
 
 

@@ -13,6 +13,13 @@ autograd's backward, is that product taken: it is the packed layer's own
 straight-through backward (``packed_linear_grad_input``). In user code a
 product over out_features is still refused as requantization.
 
+``full_tensor()`` (a redistribution to Replicate) reaches a shard as
+``_c10d_functional.all_gather_into_tensor`` (the ranks' shards as rows, one
+after another) and ``wait_tensor``, then, for a row-wise shard, ``aten.split``
+along dim 0 and ``aten.cat`` along dim 1: the shards' planes are gathered as
+they are and joined (``shard.join``), so the whole weight has the bytes of the
+weight that was cut, and its own descriptor.
+
 Refused, with the way out: padding (uneven shards with a ``src_data_rank``,
 ``aten.constant_pad_nd``), zero shards past the last row
 (``aten.new_zeros``), and anything else unclaimed.
@@ -25,12 +32,16 @@ import torch
 from ..contract.errors import UnsupportedOpError
 from .dispatch import aten, implements, unsupported
 from .grit_tensor import GritTensor
-from .shard import cut
+from .shard import cut, join
 
 try:  # a torch built without torch.distributed has no c10d ops: nothing is ever scattered there
     _SCATTER = [torch.ops.c10d.scatter_.default]
-except (AttributeError, RuntimeError):
-    _SCATTER = []
+    _GATHER = [torch.ops._c10d_functional.all_gather_into_tensor.default]
+    _WAIT = [torch.ops._c10d_functional.wait_tensor.default]
+    import torch.distributed._functional_collectives  # noqa: F401 (defines _wrap_tensor_autograd)
+    _WAIT.append(torch.ops._c10d_functional._wrap_tensor_autograd.default)
+except (AttributeError, RuntimeError, ImportError):
+    _SCATTER, _GATHER, _WAIT = [], [], []
 
 
 def _label(w):
@@ -129,3 +140,61 @@ def _scatter(func, args, kwargs):
         _, work = func([plane], send, group, root, async_op, timeout)
         work.wait()
     return [out], work
+
+
+@implements(_GATHER)
+def _all_gather(func, args, kwargs):
+    """Every rank's shard, rows after rows in rank order, as one GritTensor: each rank's planes
+    (bytes as they are, whatever their lengths) gathered as objects, then joined along dim 0.
+    Synchronous: the ``wait_tensor`` that follows has nothing left to wait for."""
+    import torch.distributed as dist
+    from torch.distributed.distributed_c10d import _resolve_process_group
+
+    w, group_size, group_name = args[0], int(args[1]), args[2]
+    group = _resolve_process_group(group_name)
+    src = w.untile() if w.tiled else w
+    if src.transposed:
+        raise UnsupportedOpError("%s: all-gather of the transposed view; gather the stored weight [out, in]"
+                                 % _label(w))
+    mine = (src.grade_canonical, tuple(src.logical_shape), str(src.logical_dtype),
+            [p.detach().cpu().numpy().tobytes() for p in src.planes])
+    every = [None] * group_size
+    dist.all_gather_object(every, mine, group=group)
+    pieces = []
+    for rank, (grade, shape, dtype, planes) in enumerate(every):
+        if (grade, shape[1], dtype) != (mine[0], mine[1][1], mine[2]):
+            raise ValueError("%s: rank %d (of this group) holds a %s shard of %s %s, this rank %s of %s %s: "
+                             "not shards of one weight" % (_label(w), rank, dtype, grade, list(shape), mine[2],
+                                                           mine[0], list(mine[1])))
+        tensors = [torch.frombuffer(bytearray(b), dtype=torch.uint8) if b else torch.empty(0, dtype=torch.uint8)
+                   for b in planes]
+        pieces.append(type(w).from_planes([t.to(w.device) for t in tensors], grade, shape, src.logical_dtype,
+                                          placement=_placement(src, shape), name=w.grit_name))
+    out = join(pieces, 0, _label(w))
+    return out.tile() if w.tiled and out.can_tile else out
+
+
+def _placement(w, shape):
+    from ..contract.descriptor import Descriptor
+
+    return tuple(Descriptor(w.grade_canonical, shape).placement) if w.placement_words else None
+
+
+@implements(_WAIT)
+def _wait(func, args, kwargs):
+    """The gather above is done when it returns: no AsyncCollectiveTensor, nothing to wait for."""
+    return args[0]._derive()
+
+
+@implements([aten.cat.default])
+def _cat(func, args, kwargs):
+    """Shards side by side: ``full_tensor()`` of a row-wise weight joins its pieces along dim 1."""
+    tensors = list(args[0])
+    dim = args[1] if len(args) > 1 else kwargs.get("dim", 0)
+    if not all(isinstance(t, GritTensor) for t in tensors):
+        raise UnsupportedOpError("GritTensor: aten.cat of a packed weight with a float tensor would "
+                                 "quantize the float one; cat their dequantize()d values instead")
+    try:
+        return join(tensors, dim % 2)
+    except ValueError as e:
+        raise UnsupportedOpError(str(e)) from None

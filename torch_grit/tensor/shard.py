@@ -196,6 +196,83 @@ def _canonical(w, shape):
     return tuple(Descriptor(w.grade_canonical, shape).placement)
 
 
+def join(pieces, dim, label=None):
+    """The inverse of ``cut``: GritTensors of one grade and logical dtype, side by side along
+    ``dim`` (0: rows one after another; 1: each row's columns, piece after piece), as one
+    GritTensor with its own descriptor. ValueError naming the tensor where the pieces disagree
+    (grade, dtype, the other dimension, a per-tensor plane) or a seam falls inside a byte."""
+    first = pieces[0]
+    label = label or _label(first)
+    for p in pieces:
+        if p.transposed:
+            raise ValueError("%s: a transposed view is not joined; join the stored weights [out, in]" % label)
+        if (p.grade_canonical, p.logical_dtype) != (first.grade_canonical, first.logical_dtype):
+            raise ValueError("%s: the pieces to join differ: %s %s and %s %s"
+                             % (label, first.grade_canonical, first.logical_dtype, p.grade_canonical,
+                                p.logical_dtype))
+        if p.logical_shape[1 - dim] != first.logical_shape[1 - dim]:
+            raise ValueError("%s: pieces of shapes %s and %s do not join along dim %d"
+                             % (label, tuple(first.logical_shape), tuple(p.logical_shape), dim))
+    srcs = [p.untile() if p.tiled else p for p in pieces]
+    if len(srcs) == 1:
+        return pieces[0]._derive()
+    sizes = [s.logical_shape[dim] for s in srcs]
+    shape = (sum(sizes), first.logical_shape[1]) if dim == 0 else (first.logical_shape[0], sum(sizes))
+    grade = srcs[0].grade
+    if isinstance(grade, Int4Groups):
+        planes = _join_int4g(srcs, dim, shape, label)
+    else:
+        planes = [_join_plane(grade, srcs, dim, shape, i, label) for i in range(4)]
+    out = type(first).from_planes(planes, first.grade_canonical, shape, first.logical_dtype,
+                                  placement=_canonical(first, shape), name=first.grit_name)
+    if first.tiled and out.can_tile:
+        out = out.tile()
+    return out
+
+
+def _join_plane(grade, srcs, dim, shape, i, label):
+    import torch
+
+    rows, cols = shape
+    planes = [s.planes[i] for s in srcs]
+    if _lengths(grade, rows, cols)[i] == 0:
+        return planes[0][:0]
+    if _per_tensor(grade, rows, cols, i):
+        if any(not torch.equal(p, planes[0]) for p in planes[1:]):
+            raise ValueError("%s (%s): the pieces' per-tensor plane %d differs; they are not cuts of one "
+                             "weight" % (label, grade.canonical, i))
+        return planes[0]
+    for s in srcs[:-1]:  # every seam on a byte: each piece but the last fills whole bytes
+        r, c = s.logical_shape
+        exact = _byte_exact(grade, r, cols, i) if dim == 0 else _byte_exact(grade, 1, c, i)
+        if not exact:
+            raise ValueError("%s (%s): a piece of shape %s ends inside a byte of plane %d; it cannot be "
+                             "joined along dim %d" % (label, grade.canonical, (r, c), i, dim))
+    if dim == 0:
+        return torch.cat([p.contiguous() for p in planes])
+    return torch.cat([p.contiguous().view(rows, -1) for p in planes], dim=1).reshape(-1)
+
+
+def _join_int4g(srcs, dim, shape, label):
+    import torch
+
+    rows, cols = shape
+    g = srcs[0].grade.group
+    for j, s in enumerate(srcs):
+        r, c = s.logical_shape
+        last = j == len(srcs) - 1
+        if (dim == 0 and not last and (r * c) % 2) or (dim == 1 and (c % 2 or (not last and c % g))):
+            raise ValueError("%s (%s): a piece of shape %s ends inside a byte of the packed codes or a "
+                             "group; it cannot be joined along dim %d" % (label, srcs[0].grade.name, (r, c), dim))
+    if dim == 0:
+        codes = torch.cat([s.planes[0] for s in srcs])
+        scales = torch.cat([s.planes[1] for s in srcs])
+    else:
+        codes = torch.cat([s.planes[0].contiguous().view(rows, -1) for s in srcs], dim=1).reshape(-1)
+        scales = torch.cat([s.planes[1].contiguous().view(rows, -1) for s in srcs], dim=1).reshape(-1)
+    return [codes, scales] + list(srcs[0].planes[2:])
+
+
 def cut(w, dim, start, end, pieces=None):
     """Rows (dim 0) or columns (dim 1) start..end of the stored weight."""
     if w.transposed:
@@ -205,4 +282,4 @@ def cut(w, dim, start, end, pieces=None):
     return cut_cols(w, start, end, pieces)
 
 
-__all__ = ["cut", "cut_rows", "cut_cols", "group_span", "block_spans", "gather"]
+__all__ = ["cut", "join", "cut_rows", "cut_cols", "group_span", "block_spans", "gather"]

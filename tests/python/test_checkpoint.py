@@ -349,3 +349,83 @@ def test_verify_digest_catches_a_flipped_byte(tmp_path):
     assert err.value.tensor == "fc1.weight" and err.value.status == "DigestMismatch"
     with pytest.raises(ValueError, match="verify is one of"):
         torch_grit.load(path, verify="bytes")
+
+
+def _permuted_model(seed=0):
+    """packed_model with fc1's inputs permuted (GritLinear.input_perm, as the GPTQ act-order import sets it)."""
+    model = packed_model(seed=seed)
+    model.fc1.set_input_perm_(torch.randperm(256, generator=torch.Generator().manual_seed(seed)))
+    return model
+
+
+def test_an_input_permutation_round_trips(tmp_path):
+    path = str(tmp_path / "m.safetensors")
+    model = _permuted_model()
+    torch_grit.save(model, path)
+    raw = load_file(path)   # stock safetensors: a plain int64 entry beside the planes
+    assert raw["fc1.input_perm"].dtype == torch.int64 and torch.equal(raw["fc1.input_perm"], model.fc1.input_perm)
+    assert "fc2.input_perm" not in raw
+    state = torch_grit.load(path)
+    assert torch.equal(state["fc1.input_perm"], model.fc1.input_perm)
+    x = torch.randn(4, 256)
+    for target in (float_model(), packed_model(seed=5)):   # nn.Linear, or a GritLinear without one
+        torch_grit.load(path, model=target)
+        assert torch.equal(target.fc1.input_perm, model.fc1.input_perm) and target.fc2.input_perm is None
+        assert torch.equal(target(x), model(x))
+    assert "input_perm=[256]" in repr(model.fc1)
+    # A model whose layer has a permutation, loaded from a file without one: strict names it.
+    plain = str(tmp_path / "plain.safetensors")
+    torch_grit.save(packed_model(), plain)
+    with pytest.raises(CheckpointError, match=r"missing from the file \['fc1.input_perm'\]"):
+        torch_grit.load(plain, model=_permuted_model())
+    # The un-permuted weight is the stored one with its columns scattered back.
+    w = model.fc1.unpermuted_weight()
+    assert torch.equal(w[:, model.fc1.input_perm], model.fc1.weight.dequantize())
+    # x[..., p] @ W'^T = x @ W^T (float32 sums in another order)
+    with torch.no_grad():
+        y = model.fc1(x)
+        assert torch.allclose(y, torch.nn.functional.linear(x, w, model.fc1.bias), atol=1e-5, rtol=1e-5)
+        assert torch.allclose(y, torch.nn.functional.linear(x[:, model.fc1.input_perm], model.fc1.weight.dequantize(),
+                                                            model.fc1.bias), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("edit,match", [
+    (lambda p: torch.cat([p[:1], p[:-1]]), r"not a permutation: input \d+ appears 2 times"),
+    (lambda p: p[:-1].clone(), r"has shape \[255\]; the layer has 256 inputs"),
+    (lambda p: p.to(torch.int32), "is torch.int32; an input permutation is int64|is int32; an input"),
+    (lambda p: torch.where(p == 0, torch.tensor(256), p), r"= 256 is not an input index"),
+])
+def test_a_bad_input_permutation_is_refused_naming_it_and_nothing_changes(tmp_path, edit, match):
+    path = str(tmp_path / "m.safetensors")
+    torch_grit.save(_permuted_model(), path)
+    meta, entries = read_raw(path)
+    bad = edit(load_file(path)["fc1.input_perm"]).contiguous()
+    entries["fc1.input_perm"] = {"dtype": {torch.int64: "I64", torch.int32: "I32"}[bad.dtype],
+                                 "shape": list(bad.shape), "bytes": bad.numpy().tobytes()}
+    write_raw(path, meta, entries)
+    with pytest.raises(CheckpointError, match="fc1.input_perm") as err:
+        torch_grit.load(path)
+    assert err.value.tensor == "fc1.input_perm" and err.value.field == "input_perm"
+    assert __import__("re").search(match, str(err.value))
+    model = float_model()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    with pytest.raises(CheckpointError, match="fc1.input_perm"):
+        torch_grit.load(path, model=model)
+    assert type(model.fc1) is nn.Linear and all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    # The layer refuses it the same way, and save() will not write one.
+    with pytest.raises(ValueError, match="fc1.input_perm"):
+        packed_model().fc1.set_input_perm_(bad, name="fc1")
+    with pytest.raises(ValueError, match="fc1.input_perm"):
+        torch_grit.save({"fc1.weight": packed_model().fc1.weight, "fc1.input_perm": bad}, tmp_path / "x.safetensors")
+
+
+def test_a_sharded_load_refuses_a_layer_with_an_input_permutation(tmp_path):
+    from torch_grit.checkpoint.read import open_layout
+    from torch_grit.parallel.load import _check_no_input_perm
+
+    path = str(tmp_path / "m.safetensors")
+    torch_grit.save(_permuted_model(), path)
+    with pytest.raises(ValueError, match=r"fc1.input_perm: .*tensor parallelism does not take such layers"):
+        _check_no_input_perm(open_layout(path))
+    torch_grit.save(packed_model(), path)
+    _check_no_input_perm(open_layout(path))

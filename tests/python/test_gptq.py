@@ -15,12 +15,13 @@ import torch_grit as tg
 from torch_grit import CheckpointError
 from torch_grit.cli import main as cli_main
 from torch_grit.interop.gptq import LayoutError, grade_text, import_quantized, planes
-from torch_grit.interop.gptq.layout import _pack_codes, reference_weight
+from torch_grit.interop.gptq.layout import _pack_codes, input_perm, reference_weight
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "scan"))
 import writers as W  # noqa: E402
 
 import hf_cases as H  # noqa: E402
+from checkpoint_cases import read_raw, write_raw  # noqa: E402
 
 
 def _layer_tensor(family, mod, bits=4, fmt=None, sym=False):
@@ -90,8 +91,9 @@ def test_gptq_v1_stored_15_is_a_true_zero_of_0():
 
 
 @pytest.mark.parametrize("edit,field,match", [
-    (lambda m: m.update(g_idx=np.random.default_rng(0).permutation(256).astype(np.int32) // 128), "act_order",
-     "act-order"),
+    (lambda m: m.update(g_idx=np.concatenate([np.zeros(100), np.ones(156)]).astype(np.int32)), "g_idx",
+     "puts 100 inputs in group 0"),
+    (lambda m: m.update(g_idx=np.full(256, 2, np.int32)), "g_idx", "is not a group"),
     (lambda m: m.update(g_idx=np.zeros(100, np.int32)), "g_idx", "100"),
     (lambda m: m.update(qzeros=m["qzeros"][:, :3].copy()), "qzeros", "qzeros is"),
     (lambda m: (m.pop("g_idx"), m.update(qweight=m["qweight"][:, :16].copy())), "qweight", "qweight is"),
@@ -103,6 +105,42 @@ def test_layers_whose_tensors_disagree_are_refused_naming_the_tensor(edit, field
     with pytest.raises(LayoutError, match=match) as e:
         planes("gptq", mod["qweight"], mod["qzeros"], mod["scales"], 4, mod.get("g_idx"))
     assert e.value.field == field
+
+
+def _act_order(w, group, seed=0, version=1, bits=4):
+    """A layer quantized with act-order as GPTQ does it (a random column order p, g_idx[p[j]] = j // group)."""
+    return W.gptq_act_order_module(w, group, np.random.default_rng(seed).permutation(w.shape[1]), version, bits)
+
+
+def _summation_bound(x, w):
+    """How far two float32 evaluations of x @ w.T in different orders may differ (|x| @ |w|^T times
+    twice the float32 summation bound for in_features terms)."""
+    n = w.shape[1]
+    eps = torch.finfo(torch.float32).eps
+    return 2 * (n * eps / (1 - n * eps)) * (x.abs() @ w.abs().T) + 1e-30
+
+
+@pytest.mark.parametrize("group,version,bits", [(32, 1, 4), (128, 2, 4), (32, 2, 8)])
+def test_act_order_layers_import_with_an_input_permutation(group, version, bits):
+    """desc_act: the packed weight holds W[:, perm] in contiguous groups, the layer permutes its
+    input, and its un-permuted weight is the published formula with g_idx bit for bit."""
+    w = W.weights(7, 48, 256)
+    mod = _act_order(w, group, version=version, bits=bits)
+    assert not np.array_equal(mod["g_idx"], np.arange(256) // group)
+    fmt = "gptq_v2" if version == 2 else None
+    t = _layer_tensor("gptq", mod, bits, fmt)
+    perm = input_perm(mod["g_idx"], 256, group)
+    assert perm.dtype == np.int64 and sorted(perm) == list(range(256))
+    assert (np.diff(mod["g_idx"][perm]) >= 0).all()          # W[:, perm] has contiguous groups
+    layer = tg.nn.GritLinear.from_packed(t, input_perm=torch.from_numpy(perm))
+    ref = reference_weight("gptq", mod["qweight"], mod["qzeros"], mod["scales"], bits, fmt, g_idx=mod["g_idx"])
+    assert np.array_equal(_bits(layer.unpermuted_weight()), _bits(ref))
+    assert np.array_equal(_bits(layer.weight.dequantize()), _bits(ref[:, perm]))   # the stored tensor is W'
+    step = mod["scales"].astype(np.float32).T[:, mod["g_idx"]]
+    assert np.all(np.abs(ref - w) <= step)
+    x = torch.randn(5, 256, generator=torch.Generator().manual_seed(0))
+    want = torch.nn.functional.linear(x, torch.from_numpy(ref))
+    assert ((layer(x) - want).abs() <= _summation_bound(x, torch.from_numpy(ref))).all()
 
 
 def test_three_bit_is_refused():
@@ -127,16 +165,18 @@ def _gptq_folder(root, family="gptq", version=1, group=32, act_order=False):
     src = H.float_folder(m, os.path.join(root, "float"))
     sd = load_file(os.path.join(src, "model.safetensors"))
     out, ref = {}, {}
-    for name, t in sd.items():
+    for i, (name, t) in enumerate(sorted(sd.items())):
         if name.endswith("proj.weight"):
             w = t.numpy()
-            mod = W.gptq_module(w, group, version=version) if family == "gptq" else W.awq_module(w, group)
             if act_order:
-                mod["g_idx"] = np.random.default_rng(0).permutation(w.shape[1]).astype(np.int32) // group
+                mod = _act_order(w, group, seed=i, version=version)
+            else:
+                mod = W.gptq_module(w, group, version=version) if family == "gptq" else W.awq_module(w, group)
             p = name[:-len(".weight")]
             out.update({"%s.%s" % (p, k): torch.from_numpy(np.ascontiguousarray(v)) for k, v in mod.items()})
             fmt = "gptq_v2" if family == "gptq" and version == 2 else None
-            ref[name] = torch.from_numpy(reference_weight(family, mod["qweight"], mod["qzeros"], mod["scales"], 4, fmt))
+            ref[name] = torch.from_numpy(reference_weight(family, mod["qweight"], mod["qzeros"], mod["scales"], 4, fmt,
+                                                          g_idx=mod.get("g_idx") if act_order else None))
         else:
             out[name] = t
     folder = os.path.join(root, family)
@@ -182,11 +222,63 @@ def test_a_gptq_or_awq_model_folder_imports_and_loads_with_from_pretrained(tmp_p
     assert torch.allclose(a, b, atol=1e-5, rtol=1e-4), (a - b).abs().max()
 
 
-def test_an_act_order_folder_is_refused_and_nothing_is_written(tmp_path, capsys):
+def test_an_act_order_folder_imports_and_loads_with_its_input_permutations(tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    src, folder, ref = _gptq_folder(str(tmp_path), act_order=True)
+    dst = str(tmp_path / "grit")
+    _, records = import_quantized(folder, dst)
+    added = [r for r in records if r["action"] == "added"]
+    assert sorted(r["name"] for r in added) == sorted(n[:-len(".weight")] + ".input_perm" for n in ref)
+    state = tg.load(dst, verify="digest")
+    for name, w in ref.items():
+        perm = state[name[:-len(".weight")] + ".input_perm"]
+        assert perm.dtype == torch.int64
+        layer = tg.nn.GritLinear.from_packed(state[name], input_perm=perm)
+        assert np.array_equal(_bits(layer.unpermuted_weight()), _bits(w)), name
+    from torch_grit.scan import scan_paths
+    report = scan_paths([dst], deep=True)
+    assert report.exit_code("graded") == 0, [(f.cls, f.message) for f in report.findings]
+
+    want = AutoModelForCausalLM.from_pretrained(src).eval()
+    want.load_state_dict({**want.state_dict(), **ref})
+    ids = torch.randint(0, 256, (2, 12), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        b = want(ids).logits
+    loaded = tg.load(dst, model=AutoModelForCausalLM.from_pretrained(src).eval())
+    hf = AutoModelForCausalLM.from_pretrained(dst).eval()
+    for model in (loaded, hf):
+        down = model.model.layers[0].mlp.down_proj
+        assert type(down).__name__ == "GritLinear" and down.input_perm is not None
+        assert np.array_equal(_bits(down.unpermuted_weight()), _bits(ref["model.layers.0.mlp.down_proj.weight"]))
+        with torch.no_grad():
+            a = model(ids).logits
+        assert torch.allclose(a, b, atol=1e-5, rtol=1e-4), (a - b).abs().max()
+    # save -> load keeps the permutations (torch_grit.save and save_pretrained)
+    tg.save(loaded, str(tmp_path / "again.safetensors"))
+    again = tg.load(str(tmp_path / "again.safetensors"))
+    for name in ref:
+        key = name[:-len(".weight")] + ".input_perm"
+        assert torch.equal(again[key], state[key]), key
+    hf.save_pretrained(str(tmp_path / "hf_again"))
+    back = AutoModelForCausalLM.from_pretrained(str(tmp_path / "hf_again")).eval()
+    with torch.no_grad():
+        assert torch.equal(back(ids).logits, hf(ids).logits)
+
+
+def test_a_g_idx_whose_groups_are_not_group_size_long_is_exit_3(tmp_path, capsys):
     _, folder, _ = _gptq_folder(str(tmp_path), act_order=True)
+    path = os.path.join(folder, "model.safetensors")
+    sd = load_file(path)
+    name = "model.layers.1.self_attn.o_proj.g_idx"
+    g = sd[name].clone()
+    g[g == 0] = 1            # group 0 empty, group 1 twice its size
+    sd[name] = g
+    save_file(sd, path)
     dst = tmp_path / "grit"
-    assert cli_main(["import", folder, str(dst)]) == 4
-    assert "act-order" in capsys.readouterr().err
+    assert cli_main(["import", folder, str(dst)]) == 3
+    err = capsys.readouterr().err
+    assert "o_proj.g_idx" in err and "group 0" in err
     assert not dst.exists()
 
 
@@ -215,3 +307,28 @@ def test_the_cli_imports_a_folder_with_json_lines(tmp_path, capsys):
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert lines[-1]["event"] == "done" and lines[-1]["actions"]["packed"] == 14
     assert all(line["event"] == "tensor" for line in lines[:-1])
+
+
+def test_a_converted_folder_with_a_bad_input_permutation_is_refused_by_every_loader(tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    src, folder, _ = _gptq_folder(str(tmp_path), act_order=True)
+    dst = str(tmp_path / "grit")
+    import_quantized(folder, dst)
+    path = os.path.join(dst, "model.safetensors")
+    meta, entries = read_raw(path)
+    name = "model.layers.0.mlp.up_proj.input_perm"
+    perm = np.frombuffer(entries[name]["bytes"], np.int64).copy()
+    perm[1] = perm[0]                                   # a repeated index
+    entries[name]["bytes"] = perm.tobytes()
+    write_raw(path, meta, entries)
+    with pytest.raises(CheckpointError, match="up_proj.input_perm.*not a permutation"):
+        tg.load(dst)
+    model = AutoModelForCausalLM.from_pretrained(src).eval()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    with pytest.raises(CheckpointError, match="up_proj.input_perm.*not a permutation"):
+        tg.load(dst, model=model)
+    assert type(model.model.layers[0].mlp.up_proj) is torch.nn.Linear
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    with pytest.raises(CheckpointError, match="up_proj.input_perm.*not a permutation"):
+        AutoModelForCausalLM.from_pretrained(dst)

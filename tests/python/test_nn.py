@@ -227,3 +227,34 @@ def test_compile_inductor_fullgraph_matches_eager():
         y = torch.compile(model, fullgraph=True)(x)
     # Inductor may fuse the float LayerNorm/GELU differently; the packed ops are the same calls.
     assert torch.allclose(y, model(x), atol=1e-5, rtol=1e-5)
+
+
+def test_an_input_permutation_runs_in_every_route():
+    """input_perm p: the layer computes F.linear(x[..., p], W') on every route (float, tiled, s8,
+    TorchScript), the same bits as the layer without one given x[..., p]."""
+    lin = linear()
+    plain = GritLinear.from_linear(lin, "MXFP4")
+    assert plain.input_perm is None and "input_perm" not in plain.state_dict()
+    perm = torch.randperm(256, generator=torch.Generator().manual_seed(1))
+    layer = GritLinear.from_packed(plain.weight, lin.bias, input_perm=perm)
+    assert torch.equal(layer.state_dict()["input_perm"], perm)
+    assert "input_perm=[256]" in repr(layer)
+    x = torch.randn(3, 5, 256)
+    with torch.no_grad():
+        assert torch.equal(layer(x), plain(x[..., perm]))
+        assert torch.equal(torch.jit.script(copy.deepcopy(layer))(x), plain(x[..., perm]))
+        tiled, plain_tiled = copy.deepcopy(layer).tile_(), copy.deepcopy(plain).tile_()
+        assert torch.equal(tiled(x), plain_tiled(x[..., perm]))
+        s8, plain_s8 = copy.deepcopy(layer).set_activations_("s8"), copy.deepcopy(plain).set_activations_("s8")
+        assert torch.equal(s8(x), plain_s8(x[..., perm]))
+        # The un-permuted weight W: x @ W^T is the layer's product.
+        w = layer.unpermuted_weight()
+        assert torch.equal(w[:, perm], layer.weight.dequantize())
+        assert torch.allclose(layer(x), torch.nn.functional.linear(x, w, lin.bias), atol=1e-5, rtol=1e-5)
+    assert plain.unpermuted_weight().equal(plain.weight.dequantize())
+    fresh = GritLinear(256, 32, grade="MXFP4")
+    assert fresh.input_perm is None
+    with pytest.raises(ValueError, match="input 3 appears 2 times"):
+        fresh.set_input_perm_(torch.cat([perm[perm != 4], torch.tensor([3])]))
+    assert fresh.input_perm is None
+    assert layer.set_input_perm_(None).input_perm is None and torch.equal(layer(x), plain(x))

@@ -30,6 +30,9 @@ META_TORCH_GRIT = "torch_grit"
 # torch-grit scan reads it: a mixture the checkpoint declares is not grade drift.
 META_GRADE_POLICY = "grade_policy"
 META_ACTIVATIONS = "activations"  # {module name: "s8"}: layers that pack their input rows
+# ``<layer>.input_perm``: int64 [in_features], the permutation of a packed layer's inputs
+# (GritLinear.input_perm, GPTQ act-order), an ordinary entry beside ``<layer>.weight``.
+INPUT_PERM_SUFFIX = ".input_perm"
 FORMAT_VERSION = 1
 PLANE_RE = re.compile(r"^(.*)\.grit\.(data|scale0|scale1|aux)$")
 _DIGEST_PLACEHOLDER = "0" * 32

@@ -11,6 +11,11 @@ Layout of one packed tensor ``W`` (logical name, e.g. ``layer.0.fc.weight``):
   logical shape and dtype, the FNV-1a-128 plane digest) is
   ``__metadata__["torch_grit"]`` (a JSON string).
 
+A packed linear layer whose inputs are permuted before its weight
+(``GritLinear.input_perm``, GPTQ act-order) has the permutation as the
+ordinary int64 entry ``<layer>.input_perm`` beside ``<layer>.weight``; every
+load checks it is a permutation of the layer's inputs.
+
 Every other tensor is an ordinary entry under its own name. Stock
 ``safetensors.torch.load_file`` opens the file; it sees the planes as uint8
 vectors.
@@ -38,7 +43,7 @@ from torch import nn
 
 from ..contract.check import check
 from .format import (
-    DTYPE_NAMES, DTYPES_BY_NAME, PLANE_RE, VERIFY_LEVELS, Packed, Plain, write_units,
+    DTYPE_NAMES, DTYPES_BY_NAME, INPUT_PERM_SUFFIX, PLANE_RE, VERIFY_LEVELS, Packed, Plain, write_units,
 )
 from .read import _grit_error, activation_modes, open_layout
 from ..contract.descriptor import Descriptor
@@ -125,6 +130,7 @@ def save(obj, path, *, max_shard_size=None, grade_policy=None, load_guard=False,
                         % type(obj).__name__)
     _refuse_shards(state_dict)
     units, sources = _units_from_state_dict(state_dict)
+    check_input_perms(state_dict, str(path))
     for u in units:
         if isinstance(u, Packed):
             u.guard = bool(load_guard)
@@ -151,6 +157,52 @@ def _refuse_shards(state_dict):
                          "this rank holds only its part of it; save() writes whole tensors. Save the model "
                          "before parallelize_module (torch_grit.load(path, model=tp_model) then gives each "
                          "rank its shards)" % name)
+
+
+def check_input_perms(state, path=None):
+    """Every ``<layer>.input_perm`` beside a packed ``<layer>.weight`` in ``state`` is an int64
+    [in_features] permutation of 0..in_features-1; else CheckpointError naming the tensor,
+    what was expected and what was found."""
+    from ..nn.linear import InputPermError, check_input_perm
+    for name, perm in state.items():
+        if not name.endswith(INPUT_PERM_SUFFIX):
+            continue
+        w = state.get(name[:-len(INPUT_PERM_SUFFIX)] + ".weight")
+        if not isinstance(w, GritTensor):
+            continue
+        try:
+            check_input_perm(perm, int(w.logical_shape[1]), name)
+        except InputPermError as e:
+            raise CheckpointError(str(e), path, name, field="input_perm", expected=e.expected,
+                                  found=e.found) from None
+
+
+def read_input_perms(lay):
+    """{layer name: int64 tensor} for each ``<layer>.input_perm`` entry of checkpoint layout
+    ``lay`` beside a packed ``<layer>.weight``: dtype and shape checked from the header before
+    anything is read, then the values (CheckpointError naming the tensor)."""
+    from safetensors import safe_open
+    from ..nn.linear import InputPermError, check_input_perm
+    st_to_torch = {v: k for k, v in TORCH_TO_ST.items()}
+    out = {}
+    for name, (h, e) in sorted(lay.plain.items()):
+        owner = name[:-len(INPUT_PERM_SUFFIX)] if name.endswith(INPUT_PERM_SUFFIX) else None
+        if owner is None or owner + ".weight" not in lay.packed:
+            continue
+        in_f = int(lay.packed[owner + ".weight"][1].shape[1])
+        try:
+            if e.dtype not in st_to_torch:
+                raise InputPermError("%s is %s; an input permutation is int64 (I64)" % (name, e.dtype), "I64",
+                                     e.dtype)
+            check_input_perm(torch.empty(tuple(e.shape), dtype=st_to_torch[e.dtype], device="meta"), in_f, name)
+            with safe_open(h.path, framework="pt") as f:
+                perm = f.get_tensor(name)
+            check_input_perm(perm, in_f, name)
+        except InputPermError as err:
+            raise CheckpointError(str(err), h.path, name, field="input_perm", expected=err.expected,
+                                  found=err.found) from None
+        out[owner] = perm
+    return out
 
 
 def activations_of(obj):
@@ -213,6 +265,7 @@ def load(path, model=None, *, verify="structure", device="cpu", strict=True, act
             raise CheckpointError("safetensors refused the file: %s" % err, h.path,
                                   field="safetensors") from None
     state = OrderedDict((k, state[k]) for k in sorted(state))
+    check_input_perms(state, str(path))
     if model is None:
         return state
     recorded = activation_modes(lay)
@@ -288,17 +341,23 @@ def fill_model(model, state, strict):
             raise CheckpointError("packed weight of shape %s does not fit %s (out, in) = %s" % (
                 tuple(w.logical_shape), type(module).__name__, want), tensor=name, field="shape",
                 expected=want, found=tuple(w.logical_shape))
-        swaps.append((module, w))
+        perm = state.get(owner + INPUT_PERM_SUFFIX if owner else INPUT_PERM_SUFFIX[1:])
+        swaps.append((module, w, perm))
+    perm_names = {k for k, v in state.items() if k.endswith(INPUT_PERM_SUFFIX)
+                  and isinstance(state.get(k[:-len(INPUT_PERM_SUFFIX)] + ".weight"), GritTensor)}
+    # A swapped layer takes its permutation from the file, whether the model's layer had one or not.
+    expected_names = set(expected) | perm_names
     names = set(state) - non_persistent
-    missing = sorted(set(expected) - names)
-    unexpected = sorted(names - set(expected))
+    missing = sorted(expected_names - names)
+    unexpected = sorted(names - expected_names)
     if strict and (missing or unexpected):
         raise CheckpointError("the file and the model disagree: missing from the file %s; not in "
                               "the model %s (pass strict=False to load what matches)"
                               % (missing[:8] + (["..."] if len(missing) > 8 else []),
                                  unexpected[:8] + (["..."] if len(unexpected) > 8 else [])),
                               field="keys", expected=len(expected), found=len(names))
-    floats = {k: v for k, v in state.items() if not isinstance(v, GritTensor) and k in expected}
+    floats = {k: v for k, v in state.items()
+              if not isinstance(v, GritTensor) and k in expected and k not in perm_names}
     for k, v in floats.items():
         if tuple(v.shape) != tuple(expected[k].shape):
             raise CheckpointError("shape %s in the file, %s in the model" % (
@@ -306,9 +365,9 @@ def fill_model(model, state, strict):
                 expected=tuple(expected[k].shape), found=tuple(v.shape))
 
     built = {}
-    for module, w in swaps:
+    for module, w, perm in swaps:
         device = module.weight.device
-        new = GritLinear.from_packed(w if w.device == device else w.to(device))
+        new = GritLinear.from_packed(w if w.device == device else w.to(device), input_perm=perm)
         if isinstance(module, GritLinear) and module.weight.tiled and new.weight.can_tile:
             new.tile_()  # a layer held in the CPU tile layout stays in it
         new.bias = module.bias  # the same Parameter: optimizers and ties keep pointing at it

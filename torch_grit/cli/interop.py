@@ -14,7 +14,7 @@ EXIT_UNPACKABLE = 4   # a tensor that cannot be carried across (named, with the 
 EXIT_WRITE = 5        # DST could not be written (nothing replaced)
 # Tensors of a kind GRIT cannot carry (yet): exit 4, not a broken source.
 GGUF_UNPACKABLE = ("ggml_type", "requantize", "rank")
-FOLDER_UNPACKABLE = ("act_order", "bits_unsupported", "symmetric", "strategy", "num_bits", "format", "weight_scale_dtype",
+FOLDER_UNPACKABLE = ("bits_unsupported", "symmetric", "strategy", "num_bits", "format", "weight_scale_dtype",
                      "activations")
 
 IMPORT_EPILOG = """\
@@ -40,8 +40,8 @@ exit codes
   3  SRC is missing, not GGUF, truncated, or holds a block the import refuses
      (an MXFP4 scale of 0xFF, a non-finite binary16 scale, a descriptor that lies);
      a model folder whose tensors disagree with each other or with its config
-  4  a tensor of a type GRIT cannot carry, without --requantize; an act-order or
-     3-bit GPTQ layer (nothing written)
+  4  a tensor of a type GRIT cannot carry, without --requantize; a 3-bit GPTQ
+     layer (nothing written)
   5  DST could not be written (nothing replaced)
 """
 

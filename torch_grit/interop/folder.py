@@ -20,7 +20,7 @@ import torch
 from ..checkpoint.convert import DEFAULT_EXCLUDE
 from ..checkpoint.format import Plain, packed_unit, parse_size, write_units
 from ..checkpoint.read import resolve_files
-from ..checkpoint.safetensors_io import CheckpointError, read_header, tensor_bytes
+from ..checkpoint.safetensors_io import TORCH_TO_ST, CheckpointError, read_header, tensor_bytes
 
 DEFAULT_MAX_SHARD_SIZE = "50GB"   # save_pretrained's default
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
@@ -30,13 +30,15 @@ SCALE_DTYPES = {"F16": torch.float16, "F32": torch.float32}   # a layer's dtype 
 class LayerPlan:
     """One packed layer: ``leaves`` {leaf: (header, entry)} it consumes, the logical ``shape``
     (out, in), ``grade``, logical ``dtype``, and ``convert(arrays) -> four planes`` given
-    {leaf: numpy array}."""
+    {leaf: numpy array}; ``extras`` {name: tensor}: plain tensors written beside the packed
+    weight (GPTQ act-order's ``<layer>.input_perm``)."""
 
-    __slots__ = ("prefix", "leaves", "shape", "grade", "dtype", "convert", "drop")
+    __slots__ = ("prefix", "leaves", "shape", "grade", "dtype", "convert", "drop", "extras")
 
-    def __init__(self, prefix, leaves, shape, grade, dtype, convert, drop=()):
+    def __init__(self, prefix, leaves, shape, grade, dtype, convert, drop=(), extras=None):
         self.prefix, self.leaves, self.shape, self.grade = prefix, leaves, shape, grade
         self.dtype, self.convert, self.drop = dtype, convert, tuple(drop)
+        self.extras = dict(extras or {})
 
 
 class Source:
@@ -110,6 +112,12 @@ def import_folder(src, dst, planner, max_shard_size=None, on_tensor=None):
             u.guard = True
             units.append(u)
             fills[u.name] = layer
+            for name, t in sorted(layer.extras.items()):
+                if name in source.entries:
+                    raise CheckpointError("the import writes %s beside %s, but the folder already holds a tensor "
+                                          "of that name" % (name, u.name), src, name, field="name")
+                units.append(Plain(name, TORCH_TO_ST[t.dtype], tuple(t.shape)))
+                fills[name] = t
         for name, (h, e) in sorted(source.entries.items()):
             if name in consumed:
                 continue
@@ -132,6 +140,10 @@ def import_folder(src, dst, planner, max_shard_size=None, on_tensor=None):
                 rec = {"name": u.name, "action": "packed", "grade": u.grade.canonical, "shape": list(what.shape),
                        "bytes_before": sum(e.nbytes for _, e in what.leaves.values()),
                        "bytes_after": sum(len(p) for p in out)}
+            elif isinstance(what, torch.Tensor):
+                out = [tensor_bytes(what)]
+                rec = {"name": u.name, "action": "added", "shape": list(u.shape), "bytes_before": 0,
+                       "bytes_after": len(out[0]), "reason": "the input permutation of an act-order layer"}
             else:
                 out = [tensor_bytes(source.read(what))]
                 rec = {"name": u.name, "action": "kept", "shape": list(u.shape), "bytes_before": what[1].nbytes,
@@ -144,8 +156,12 @@ def import_folder(src, dst, planner, max_shard_size=None, on_tensor=None):
         os.makedirs(dst, exist_ok=True)
         files = write_units(os.path.join(dst, "model.safetensors"), units, fill, max_shard_size=parse_size(
             max_shard_size if max_shard_size is not None else DEFAULT_MAX_SHARD_SIZE))
+    permuted = {name for layer in layers for name in layer.extras}
     for name, e in sorted(dropped.items()):
+        prefix = name.rpartition(".")[0]
+        reason = ("the input permutation %s.input_perm and the GRIT grade's contiguous groups say the same"
+                  % prefix if prefix + ".input_perm" in permuted else "the GRIT grade's contiguous groups say the same")
         records.append({"name": name, "action": "dropped", "shape": list(e.shape), "bytes_before": e.nbytes,
-                        "bytes_after": 0, "reason": "the GRIT grade's contiguous groups say the same"})
+                        "bytes_after": 0, "reason": reason})
     hf.complete_folder(src, dst, GritConfig(grade=grades[0], modules_to_not_convert=exact))
     return files, records

@@ -40,6 +40,45 @@ def check_s8_law(name, canonical, label=None):
                          % (name, label or canonical, e)) from None
 
 
+class InputPermError(ValueError):
+    """An input permutation that is not one: ``expected`` and ``found`` say how."""
+
+    def __init__(self, message, expected=None, found=None):
+        super().__init__(message)
+        self.expected, self.found = expected, found
+
+
+def check_input_perm(perm, in_features, name="input_perm"):
+    """``perm`` is an int64 [in_features] tensor holding each of 0..in_features-1 once, or
+    InputPermError naming ``name``, what was expected and what was found. A tensor on the meta
+    device is checked by dtype and shape only (it has no values yet)."""
+    if not isinstance(perm, torch.Tensor):
+        raise InputPermError("%s is a %s; an int64 tensor is needed" % (name, type(perm).__name__),
+                             "int64 tensor", type(perm).__name__)
+    if perm.dtype != torch.int64:
+        raise InputPermError("%s is %s; an input permutation is int64" % (name, perm.dtype), "int64",
+                             str(perm.dtype).replace("torch.", ""))
+    if tuple(perm.shape) != (in_features,):
+        raise InputPermError("%s has shape %s; the layer has %d inputs, so [%d] is needed"
+                             % (name, list(perm.shape), in_features, in_features), [in_features],
+                             list(perm.shape))
+    if perm.device.type == "meta":
+        return
+    p = perm.detach().cpu()
+    bad = ((p < 0) | (p >= in_features)).nonzero()
+    if len(bad):
+        i = int(bad[0])
+        raise InputPermError("%s[%d] = %d is not an input index (0..%d)" % (name, i, int(p[i]), in_features - 1),
+                             "0..%d" % (in_features - 1), int(p[i]))
+    counts = torch.bincount(p, minlength=in_features)
+    if not bool((counts == 1).all()):
+        twice, missing = int((counts > 1).nonzero()[0]), int((counts == 0).nonzero()[0])
+        raise InputPermError("%s is not a permutation: input %d appears %d times and input %d not at all"
+                             % (name, twice, int(counts[twice]), missing),
+                             "each of 0..%d once" % (in_features - 1),
+                             "%d x%d, %d missing" % (twice, int(counts[twice]), missing))
+
+
 class GritLinear(nn.Linear):
     """An ``nn.Linear`` whose weight is a GritTensor.
 
@@ -65,6 +104,17 @@ class GritLinear(nn.Linear):
     at construction, with ``set_activations_``, ``quantize_(...,
     activations="s8")`` or ``torch_grit.load(..., activations="s8")``;
     ``torch_grit.save`` records it so a reloaded model runs the same way.
+
+    ``input_perm``: ``None`` (the default) or an int64 [in_features] buffer
+    ``p``, a permutation of the inputs: the layer computes
+    ``F.linear(x[..., p], W', b)`` where ``W'`` is the packed weight, so that
+    ``W'`` can hold a weight whose quantization groups were contiguous only
+    after permuting its columns (GPTQ act-order, ``W' = W[:, p]``). The
+    product equals ``x @ W^T + b``; ``weight.dequantize()`` is ``W'`` as
+    stored, ``unpermuted_weight()`` is ``W``. Only the GPTQ import and the
+    loaders set it (``set_input_perm_``); ``from_linear`` and ``quantize_``
+    never do. ``state_dict`` and ``torch_grit.save`` hold it as the int64
+    tensor ``<layer>.input_perm``.
     """
 
     activations = None  # the class default: float activations
@@ -81,6 +131,7 @@ class GritLinear(nn.Linear):
         self.register_parameter(
             "bias", nn.Parameter(torch.zeros(out_features, device=device, dtype=dtype))
             if bias else None)
+        self.register_buffer("input_perm", None)
         self.set_activations_(activations)
 
     def set_activations_(self, activations, name=None):
@@ -103,6 +154,40 @@ class GritLinear(nn.Linear):
         self.activations = mode
         return self
 
+    def set_input_perm_(self, perm, name=None):
+        """Set (a checked int64 permutation of the inputs, moved to the weight's device) or
+        clear (``None``) the input permutation; returns self. InputPermError (a ValueError)
+        naming the layer when ``perm`` is not a permutation of 0..in_features-1."""
+        label = "%s.input_perm" % (name or self.packed_weight.grit_name or "GritLinear")
+        if perm is None:
+            self.input_perm = None
+            return self
+        if isinstance(self.weight, DTensor):
+            raise ValueError("%s: an input permutation runs on a whole packed weight, and this layer's is "
+                             "a tensor-parallel shard (DTensor); tensor parallelism does not take layers "
+                             "with an input permutation (GPTQ act-order)" % label)
+        check_input_perm(perm, self.in_features, label)
+        self.input_perm = perm.detach().to(self.weight.device)
+        return self
+
+    def unpermuted_weight(self, dtype=None):
+        """The float weight W this layer multiplies ``x`` by (``x @ W^T``), [out, in].
+
+        ``weight.dequantize()`` with its columns scattered back through
+        ``input_perm`` (``W[:, p] = W'``); the dequantized weight itself when
+        the layer has no permutation. ``dtype``: the weight's logical dtype
+        by default.
+        """
+        w = self.packed_weight.dequantize()
+        if dtype is not None:
+            w = w.to(dtype)
+        perm = getattr(self, "input_perm", None)
+        if perm is None:
+            return w
+        out = torch.empty_like(w)
+        out[:, perm.to(w.device)] = w
+        return out
+
     def _set_weight(self, weight):
         self.in_features = weight.logical_shape[1]
         self.out_features = weight.logical_shape[0]
@@ -118,8 +203,10 @@ class GritLinear(nn.Linear):
         return cls.from_packed(weight, linear.bias, activations=activations)
 
     @classmethod
-    def from_packed(cls, weight, bias=None, activations=None):
-        """A layer around an existing GritTensor; a float ``bias`` is copied (requires_grad kept)."""
+    def from_packed(cls, weight, bias=None, activations=None, input_perm=None):
+        """A layer around an existing GritTensor; a float ``bias`` is copied (requires_grad kept);
+        ``input_perm``: the permutation of the inputs the packed weight's columns follow (checked,
+        see the class doc)."""
         if not isinstance(weight, GritTensor) or weight.transposed:
             raise TypeError("from_packed takes a GritTensor [out_features, in_features]; found %r"
                             % (weight,))
@@ -127,12 +214,14 @@ class GritLinear(nn.Linear):
         nn.Module.__init__(layer)
         layer._set_weight(weight)
         layer.register_parameter("bias", None)
+        layer.register_buffer("input_perm", None)
         if bias is not None:
             if tuple(bias.shape) != (layer.out_features,):
                 raise ValueError("bias of shape %s does not fit out_features=%d"
                                  % (tuple(bias.shape), layer.out_features))
             layer.bias = nn.Parameter(bias.detach().clone(), requires_grad=bias.requires_grad)
         layer.activations = None
+        layer.set_input_perm_(input_perm)
         return layer.set_activations_(activations)
 
     @property
@@ -177,6 +266,13 @@ class GritLinear(nn.Linear):
                              "layout before parallelize_module (each shard keeps it)" % what)
 
     def forward(self, x):
+        # getattr: a layer pickled before input_perm existed has no such buffer
+        if getattr(self, "input_perm", None) is not None:
+            if isinstance(self.weight, DTensor):
+                raise ValueError("this layer has an input permutation (input_perm, GPTQ act-order) and its "
+                                 "weight is a tensor-parallel shard (DTensor): tensor parallelism does not "
+                                 "take such layers; run it whole")
+            x = x.index_select(-1, self.input_perm)
         if isinstance(self.weight, DTensor):
             if self.activations == "s8":
                 raise ValueError("activations='s8' runs on a whole packed weight, and this layer's is a "
@@ -209,6 +305,8 @@ class GritLinear(nn.Linear):
             grade.name or grade.canonical)
         if self.activations is not None:
             text += ", activations=%s" % self.activations
+        if getattr(self, "input_perm", None) is not None:
+            text += ", input_perm=[%d]" % self.input_perm.numel()
         if isinstance(self.weight, DTensor):
             text += ", tensor-parallel %s" % (self.weight.placements,)
             if getattr(self, "grit_row_reduction", None) == "ordered":
@@ -240,6 +338,7 @@ class ScriptableGritLinear(nn.Module):
     shape: List[int]
     tiled: bool
     s8: bool
+    permuted: bool
 
     def __init__(self, layer):
         if not isinstance(layer, GritLinear):
@@ -258,8 +357,17 @@ class ScriptableGritLinear(nn.Module):
         for name, plane in zip(GritTensor.PLANE_NAMES, w.stored_planes):
             self.register_buffer(name, plane, persistent=False)
         self.register_parameter("bias", layer.bias)
+        # The input permutation (GritLinear.input_perm): shared, and in the state_dict as there.
+        self.permuted = getattr(layer, "input_perm", None) is not None
+        if self.permuted:
+            self.register_buffer("input_perm", layer.input_perm)
+        else:
+            self.register_buffer("input_perm", torch.zeros(0, dtype=torch.int64, device=w.device),
+                                 persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.permuted:
+            x = x.index_select(-1, self.input_perm)
         if self.s8:
             return torch.ops.grit.packed_linear_s8(x, self.data_plane, self.scale0_plane,
                                                    self.scale1_plane, self.aux_plane, self.grade,
@@ -315,6 +423,8 @@ class ScriptableGritLinear(nn.Module):
             grade.name or grade.canonical)
         if self.s8:
             text += ", activations=s8"
+        if self.permuted:
+            text += ", input_perm=[%d]" % self.input_perm.numel()
         return text
 
 

@@ -127,6 +127,7 @@ def load_sharded(path, model, *, verify="structure", strict=True, activations="r
                          "torch_grit.load(path, verify='digest') on one process), then load sharded")
     lay = _open_on_every_rank(path, model)  # every descriptor at level 1, from the headers alone
     _check_activations(lay, activations)
+    _check_no_input_perm(lay)
     shards, floats, groups = _read_and_check(model, lay, strict)
     # Everything read and checked: now the model changes.
     _install(model, shards, floats, groups, _mesh_device(model))
@@ -222,9 +223,11 @@ def _install(model, shards, floats, groups, device):
             weight = local
         if not isinstance(module, GritLinear):
             # The same module object, now a GritLinear: the forward hooks parallelize_module put on
-            # it stay (a new module would drop them). GritLinear adds methods, not state.
+            # it stay (a new module would drop them). GritLinear adds methods, and no state but
+            # an empty input permutation (a sharded load refuses files that hold one).
             module.__class__ = GritLinear
             module.activations = None
+            module.register_buffer("input_perm", None)
         module.weight = nn.Parameter(weight, requires_grad=False)
     params = dict(model.named_parameters(remove_duplicate=False))
     buffers = dict(model.named_buffers(remove_duplicate=False))
@@ -326,6 +329,17 @@ def _check_activations(lay, activations):
     if activations == "s8" or (activations == "recorded" and any(m == "s8" for m in recorded.values())):
         raise ValueError("activations='s8' runs on a whole packed weight; a sharded load gives each rank a "
                          "shard. Load with activations=None")
+
+
+def _check_no_input_perm(lay):
+    """A layer with an input permutation (GPTQ act-order) is not sharded: refused by name."""
+    for name in sorted(lay.plain):
+        owner = name[:-len(".input_perm")] if name.endswith(".input_perm") else None
+        if owner is not None and owner + ".weight" in lay.packed:
+            raise ValueError("%s: this layer permutes its inputs before its packed weight (GPTQ act-order), "
+                             "and tensor parallelism does not take such layers (its groups of columns are "
+                             "groups of permuted inputs). Load the checkpoint whole, without parallelize_module"
+                             % name)
 
 
 def _set_activations(model):

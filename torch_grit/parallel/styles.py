@@ -26,6 +26,10 @@ class OrderedRowwiseParallel(RowwiseParallel):
                             "law can be continued across shards) or to a meta-device skeleton's nn.Linear "
                             "that torch_grit.load will fill with one; found %s. Use RowwiseParallel for it"
                             % type(module).__name__)
+        if isinstance(module, GritLinear) and getattr(module, "input_perm", None) is not None:
+            raise ValueError("OrderedRowwiseParallel: this layer permutes its inputs before its packed weight "
+                             "(input_perm, GPTQ act-order), and tensor parallelism does not take such layers; "
+                             "leave it out of the plan")
         if device_mesh.ndim != 1:
             raise ValueError("OrderedRowwiseParallel runs on a 1-D device mesh; found %d dimensions"
                              % device_mesh.ndim)

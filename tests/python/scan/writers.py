@@ -120,6 +120,26 @@ def gptq_module(w, group, version=1, act_order_perm=None):
     }
 
 
+def gptq_act_order_module(w, group, perm, version=1, bits=4):
+    """GPTQ's layout for one linear w [out, in] quantized with act-order (desc_act): the
+    columns are quantized in the order ``perm`` (GPTQ: descending Hessian diagonal), in
+    contiguous groups of that order, so g_idx[perm[j]] = j // group; the codes are packed
+    back in the original input order."""
+    out_f, in_f = w.shape
+    qp, scale, zero = _rtn_asym(w[:, perm], group, bits)
+    q = np.empty_like(qp)
+    q[:, perm] = qp
+    g_idx = np.empty(in_f, dtype=np.int32)
+    g_idx[perm] = np.arange(in_f) // group
+    stored_zero = (zero - 1) & ((1 << bits) - 1) if version == 1 else zero
+    return {
+        "qweight": _pack_rows(q.T, bits),                           # [in*bits/32, out]
+        "qzeros": _pack_cols(stored_zero.T, bits),                  # [groups, out*bits/32]
+        "scales": scale.T.astype(np.float16).copy(),                 # [groups, out]
+        "g_idx": g_idx,
+    }
+
+
 def _pack_cols(v, bits, order=None):
     """Pack along axis 1 of an [n, m] code array into int32 [n, m*bits/32]."""
     return np.ascontiguousarray(_pack_rows(np.ascontiguousarray(v.T), bits, order).T)

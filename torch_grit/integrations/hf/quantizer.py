@@ -6,7 +6,10 @@ checked (torch_grit's reader, level 1), and each ``nn.Linear`` the files hold
 packed is replaced by a ``GritLinear`` around meta planes of the right sizes,
 so no float weight is ever allocated for it. transformers' loader then reads
 the planes (and the zero-byte load guard under the weight's own name) through
-one converter per packed weight, which wraps them as a checked GritTensor.
+one converter per packed weight, which wraps them as a checked GritTensor. A
+layer whose folder holds ``<layer>.input_perm`` (GPTQ act-order) gets that
+buffer before the weights load (checked first: int64, a permutation of the
+layer's inputs), and transformers fills it like any buffer.
 With ``verify="digest"`` every plane's digest is checked after loading, before
 the model is returned. A float model with ``quantization_config=GritConfig(...)``
 is loaded as usual and then packed by ``torch_grit.quantize_``: the same bits
@@ -24,6 +27,7 @@ from transformers.quantizers.base import HfQuantizer
 from ...checkpoint.format import DTYPES_BY_NAME, PLANE_SUFFIXES
 from ...checkpoint.read import activation_modes, open_layout
 from ...checkpoint.safetensors_io import CheckpointError
+from ...checkpoint.save_load import read_input_perms
 from ...contract.check import check
 from ...contract.errors import GritCheckError
 from ...nn.linear import GritLinear
@@ -86,6 +90,7 @@ class GritHfQuantizer(HfQuantizer):
         super().__init__(quantization_config, **kwargs)
         self._packed = {}  # model parameter name -> (checkpoint name, Packed)
         self._policy = None  # the folder's grade policy (grades chosen per tensor)
+        self._perms = {}  # model module name -> the input permutation the folder holds for it
 
     def validate_environment(self, device_map=None, **kwargs):
         if self.pre_quantized:
@@ -114,6 +119,7 @@ class GritHfQuantizer(HfQuantizer):
         lay = open_layout(_checkpoint_path(checkpoint_files))
         self._policy = folder.grade_policy_of(lay)
         recorded = activation_modes(lay)  # {checkpoint module name: "s8"}
+        perms = read_input_perms(lay)  # {checkpoint module name: int64 permutation}, checked
         params = dict(model.named_parameters())
         swaps = []
         for name in sorted(lay.packed):
@@ -138,6 +144,11 @@ class GritHfQuantizer(HfQuantizer):
             layer = GritLinear.from_packed(placeholder, module.bias)
             # a grade without an s8 law raises here, naming the layer, before any weight is read
             layer.set_activations_(self._activations_for(name, recorded), name=owner)
+            perm = perms.get(name[:-len(".weight")])
+            if perm is not None:
+                # a meta buffer of the right size: transformers loads <layer>.input_perm into it
+                layer.set_input_perm_(perm, name=owner)
+                self._perms[owner] = perm
             swaps.append((owner, layer))
             self._packed[target] = (name, u)
         for owner, layer in swaps:
@@ -181,6 +192,12 @@ class GritHfQuantizer(HfQuantizer):
             if not isinstance(w, GritTensor) or w.device.type == "meta":
                 raise CheckpointError("%s was not loaded from the folder" % name, tensor=name,
                                       field="planes")
+            owner = target.rpartition(".")[0]
+            if owner in self._perms:
+                perm = model.get_submodule(owner).input_perm
+                if perm is None or perm.device.type == "meta" or not torch.equal(perm.cpu(), self._perms[owner]):
+                    raise CheckpointError("%s.input_perm was not loaded from the folder as it is there" % owner,
+                                          tensor=owner + ".input_perm", field="input_perm")
             if level2:
                 try:
                     check(u.descriptor, w.planes, level=2, digest=u.digest, tensor=name)

@@ -2,8 +2,9 @@
 
 This module reads the family's ``quantization_config`` and plans each layer from the headers:
 dtypes and shapes of qweight / qzeros / scales against each other and against the config's bits
-and group size, and GPTQ's g_idx (read here: an act-order layer is refused before anything is
-written).
+and group size, and GPTQ's g_idx (read here: an act-order layer's input permutation is computed,
+and a g_idx whose groups are not all group_size long refused, before anything is written). An
+act-order layer's permutation is written as the int64 tensor ``<layer>.input_perm``.
 """
 
 import torch
@@ -12,7 +13,7 @@ from ...checkpoint.safetensors_io import CheckpointError
 from ...contract.errors import GradeError
 from ...contract.grade import Grade
 from ..folder import LayerPlan, import_folder
-from .layout import LayoutError, check_g_idx, grade_text, planes
+from .layout import LayoutError, grade_text, input_perm, planes
 
 LEAVES = ("qweight", "qzeros", "scales", "g_idx")
 FAMILIES = ("gptq", "awq")
@@ -62,25 +63,30 @@ def plan_layers(source):
                                       prefix + ".qweight", field=leaf)
         path, where = leaves["qweight"][0].path, prefix + ".qweight"
         in_f, out_f, groups = _static_checks(cfg, prefix, leaves)
+        g_idx, perm = None, None
         if "g_idx" in leaves:
+            g_idx = source.read(leaves["g_idx"]).numpy()
             try:
-                check_g_idx(source.read(leaves["g_idx"]).numpy(), in_f, in_f // groups)
+                perm = input_perm(g_idx, in_f, in_f // groups)
             except LayoutError as e:
-                raise CheckpointError(str(e), path, prefix + ".g_idx", field=e.field) from None
+                raise CheckpointError(str(e), path, prefix + ".g_idx", field=e.field, expected=e.expected,
+                                      found=e.found) from None
         try:
             grade = Grade.parse(grade_text(cfg.bits, in_f // groups, cfg.sym))
         except GradeError as e:
             raise CheckpointError("the layer's grade: %s" % e, path, where, field="grade") from None
         layers.append(LayerPlan(prefix, leaves, (out_f, in_f), grade, source.dtype or torch.float16,
-                                _converter(cfg, path, where),
-                                drop=("g_idx",)))
+                                _converter(cfg, path, where, g_idx if perm is not None else None),
+                                drop=("g_idx",),
+                                extras={} if perm is None else {prefix + ".input_perm": torch.from_numpy(perm)}))
     return layers
 
 
-def _converter(cfg, path, where):
+def _converter(cfg, path, where, g_idx=None):
     def convert(a):
         try:
-            return planes(cfg.family, a["qweight"], a["qzeros"], a["scales"], cfg.bits, None, cfg.checkpoint_format)[0]
+            return planes(cfg.family, a["qweight"], a["qzeros"], a["scales"], cfg.bits, g_idx,
+                          cfg.checkpoint_format)[0]
         except LayoutError as e:
             raise CheckpointError(str(e), path, where, field=e.field) from None
     return convert

@@ -20,9 +20,14 @@ zero points as they are meant (zpc=asis), so the convention is settled at import
   takes AutoGPTQ's reading, the packer's inverse: z = (stored + 1) mod 2^b.
 - GPTQ v2 ("gptq_v2") and AWQ store the zero point as it is.
 
-Act-order (a ``g_idx`` that is not ``i // group``) regroups the inputs: GRIT v1's groups are
-contiguous, so such a layer is refused with the reason (no input permutation is stored).
-3-bit GPTQ packs codes across int32 words and is refused too; 2, 4 and 8 bits are read.
+Act-order (``desc_act``: a ``g_idx`` that is not ``i // group``) regroups the inputs. GRIT v1's
+groups are contiguous runs of the input axis, so the import permutes the inputs instead:
+``perm = argsort(g_idx)`` (stable) puts the inputs of group 0 first, then group 1, ..., and
+``W' = W[:, perm]`` has contiguous groups of exactly ``group`` inputs, group g's scale and zero
+point being the published group g's. The packed weight holds W' (its descriptor describes W'
+honestly) and the layer carries ``perm`` as its input permutation: ``x[..., perm] @ W'^T`` is
+``x @ W^T``. A g_idx whose groups are not all ``group`` inputs long is refused.
+3-bit GPTQ packs codes across int32 words and is refused; 2, 4 and 8 bits are read.
 """
 
 import numpy as np
@@ -46,16 +51,34 @@ def grade_text(bits, group, sym):
     return "grit1(e=u%d,k0=%d,s0=binary16,zp=u%d,esr=%s)" % (bits, group, bits, esr)
 
 
-def check_g_idx(g_idx, in_f, group):
-    """A GPTQ g_idx must be ``i // group`` over ``in_f`` inputs; LayoutError naming why not."""
+def input_perm(g_idx, in_f, group):
+    """The input permutation a GPTQ ``g_idx`` asks for: None when it is ``i // group`` (contiguous
+    groups), else ``argsort(g_idx)`` (stable, int64), under which the inputs fall into contiguous
+    groups of exactly ``group``. LayoutError (field g_idx) naming why not."""
     g_idx = np.asarray(g_idx)
     if g_idx.shape != (in_f,):
         raise LayoutError("g_idx has shape %s; the layer has %d inputs" % (list(g_idx.shape), in_f), "g_idx",
                           expected=[in_f], found=list(g_idx.shape))
-    if not np.array_equal(g_idx, np.arange(in_f) // group):
-        raise LayoutError("act-order: g_idx maps inputs to groups out of order (desc_act); GRIT v1's groups are "
-                          "contiguous runs of the input axis and torch_grit stores no input permutation, so "
-                          "this layer is not imported", "act_order")
+    if not np.issubdtype(g_idx.dtype, np.integer):
+        raise LayoutError("g_idx is %s; GPTQ writes an integer group index per input" % g_idx.dtype, "g_idx",
+                          expected="int32", found=str(g_idx.dtype))
+    groups = in_f // group
+    ordered = np.arange(in_f) // group
+    if np.array_equal(g_idx, ordered):
+        return None
+    bad = np.flatnonzero((g_idx < 0) | (g_idx >= groups))
+    if len(bad):
+        raise LayoutError("g_idx[%d] = %d is not a group (the layer has %d groups of %d)"
+                          % (bad[0], g_idx[bad[0]], groups, group), "g_idx", expected="0..%d" % (groups - 1),
+                          found=int(g_idx[bad[0]]))
+    sizes = np.bincount(g_idx.astype(np.int64), minlength=groups)
+    uneven = np.flatnonzero(sizes != group)
+    if len(uneven):
+        g = int(uneven[0])
+        raise LayoutError("act-order g_idx puts %d inputs in group %d; every group holds exactly %d (group_size), "
+                          "so the inputs cannot be permuted into GRIT's contiguous groups" % (sizes[g], g, group),
+                          "g_idx", expected=group, found=int(sizes[g]))
+    return np.argsort(g_idx, kind="stable").astype(np.int64)
 
 
 def _unpack_words(words, bits, axis, order=None):
@@ -91,6 +114,8 @@ def _pack_codes(codes, bits):
 def planes(family, qweight, qzeros, scales, bits, g_idx=None, checkpoint_format=None):
     """The four GRIT planes and the logical shape (out, in) of one GPTQ/AWQ layer.
 
+    With an act-order ``g_idx`` the planes hold the weight's columns permuted by
+    ``input_perm(g_idx, ...)``, which the layer must apply to its input.
     ``family`` is "gptq" or "awq"; arrays are numpy (int32 qweight/qzeros, float16 scales).
     Raises LayoutError naming the tensor that disagrees with the others.
     """
@@ -126,11 +151,12 @@ def planes(family, qweight, qzeros, scales, bits, g_idx=None, checkpoint_format=
         raise LayoutError("%d input features do not split into %d equal groups" % (in_f, groups), "scales",
                           found=groups)
     group = in_f // groups
-    if g_idx is not None:
-        check_g_idx(g_idx, in_f, group)
+    perm = input_perm(g_idx, in_f, group) if g_idx is not None else None
     order = AWQ_ORDER if family == "awq" and bits == 4 else None
     if family == "gptq":
         q = _unpack_words(qweight, bits, axis=0)                  # [in, out]
+        if perm is not None:
+            q = q[perm]                                           # W' = W[:, perm]: contiguous groups
     else:
         q = _unpack_words(qweight, bits, axis=1, order=order)     # [in, out]
     z = _unpack_words(qzeros, bits, axis=1, order=order)          # [groups, out]
@@ -142,8 +168,9 @@ def planes(family, qweight, qzeros, scales, bits, g_idx=None, checkpoint_format=
     return [data, s0, np.zeros(0, np.uint8), aux], (out_f, in_f), group
 
 
-def reference_weight(family, qweight, qzeros, scales, bits, checkpoint_format=None):
-    """The published dequantization in float32, for the tests: scale * (q - z)."""
+def reference_weight(family, qweight, qzeros, scales, bits, checkpoint_format=None, g_idx=None):
+    """The published dequantization in float32, for the tests: scale * (q - z), input i in
+    group ``g_idx[i]`` (``i // group`` without one)."""
     order = AWQ_ORDER if family == "awq" and bits == 4 else None
     q = _unpack_words(qweight, bits, axis=0 if family == "gptq" else 1, order=order).astype(np.float32)
     z = _unpack_words(qzeros, bits, axis=1, order=order).astype(np.int64)
@@ -151,6 +178,7 @@ def reference_weight(family, qweight, qzeros, scales, bits, checkpoint_format=No
         z = (z + 1) & ((1 << bits) - 1)
     groups = scales.shape[0]
     group = q.shape[0] // groups
-    zi = np.repeat(z.astype(np.float32), group, axis=0)
-    si = np.repeat(scales.astype(np.float32), group, axis=0)
+    g = np.arange(q.shape[0]) // group if g_idx is None else np.asarray(g_idx, dtype=np.int64)
+    zi = z.astype(np.float32)[g]
+    si = scales.astype(np.float32)[g]
     return (si * (q - zi)).T.copy()   # [out, in]

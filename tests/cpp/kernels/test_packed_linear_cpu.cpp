@@ -53,6 +53,14 @@ std::vector<std::vector<uint8_t>> random_planes(const grit::Grade& g, int64_t n,
   return p;
 }
 
+// The grade's encoder's planes for values v (empty planes, and a test
+// failure, if it refuses them).
+std::vector<std::vector<uint8_t>> encoded(const grit::Grade& g, const std::vector<float>& v) {
+  grit::EncodedPlanes enc;
+  EXPECT_TRUE(grit::encode(g, v.data(), v.size(), &enc).ok());
+  return std::vector<std::vector<uint8_t>>(enc.plane, enc.plane + 4);
+}
+
 grit::cpu::PackedWeight weight(const grit::Grade& g, const std::vector<std::vector<uint8_t>>& p, int64_t n,
                                int64_t k) {
   grit::cpu::PackedWeight w;
@@ -100,9 +108,7 @@ TEST(PackedLinearCpu, EveryVariantReturnsTheReferenceBits) {
     const grit::Grade& g = *grit::reference_grade(c.grade)->grade;
     std::vector<float> v(static_cast<size_t>(c.n * c.k));
     for (auto& e : v) e = normal(rng);
-    grit::EncodedPlanes enc;
-    ASSERT_TRUE(grit::encode(g, v.data(), v.size(), &enc).ok());
-    std::vector<std::vector<uint8_t>> planes(enc.plane, enc.plane + 4);
+    const std::vector<std::vector<uint8_t>> planes = encoded(g, v);
     const grit::cpu::PackedWeight w = weight(g, planes, c.n, c.k);
     grit::cpu::LinearPlan plan;
     grit::cpu::make_plan(w, &plan);
@@ -244,9 +250,7 @@ TEST(PackedLinearCpu, PairPathReturnsTheReferenceBits) {
     } else {
       std::vector<float> v(static_cast<size_t>(c.n * c.k));
       for (auto& e : v) e = std::ldexp(normal(rng), static_cast<int>(rng() % 9) - 4);
-      grit::EncodedPlanes enc;
-      ASSERT_TRUE(grit::encode(g, v.data(), v.size(), &enc).ok());
-      planes.assign(enc.plane, enc.plane + 4);
+      planes = encoded(g, v);
     }
     const grit::cpu::PackedWeight w = weight(g, planes, c.n, c.k);
     grit::cpu::LinearPlan plan;
@@ -323,9 +327,7 @@ TEST(PackedLinearCpu, AChainContinuedAcrossAColumnCutIsTheWholeChain) {
         std::vector<float> v(static_cast<size_t>(c.n * c.k));
         for (auto* planes : {&a, &b}) {
           for (auto& e : v) e = normal(rng);
-          grit::EncodedPlanes enc;
-          ASSERT_TRUE(grit::encode(g, v.data(), v.size(), &enc).ok());
-          planes->assign(enc.plane, enc.plane + 4);
+          *planes = encoded(g, v);
         }
       }
       b[2] = a[2];  // one per-tensor scale (NVF4's) for both halves, as a cut weight has
@@ -379,9 +381,7 @@ TEST(PackedLinearCpu, EveryVariantContinuesAChainLikeTheReference) {
       if (source == 1) {
         std::vector<float> v(static_cast<size_t>(c.n * c.k));
         for (auto& e : v) e = normal(rng);
-        grit::EncodedPlanes enc;
-        ASSERT_TRUE(grit::encode(g, v.data(), v.size(), &enc).ok());
-        planes.assign(enc.plane, enc.plane + 4);
+        planes = encoded(g, v);
       }
       const grit::cpu::PackedWeight w = weight(g, planes, c.n, c.k);
       grit::cpu::LinearPlan plan;

@@ -11,10 +11,13 @@
 #pragma once
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <atomic>
 #include <optional>
 
+#include "kernels/cpu/packed_linear_cpu.h"
 #include "ops/op_args.h"
 
 namespace grit_ops {
@@ -38,6 +41,22 @@ at::Tensor cpu_linear_frame(const at::Tensor& x, int64_t n, int64_t k, const std
     y.copy_(bias->to(at::kFloat).expand({m, n}));
   }
   return y.to(x.scalar_type()).view(with_last(x.sizes(), n));
+}
+
+// The variant kt's linear_tiles over every 16-row tile of plan's weight,
+// `grain` tiles per at::parallel_for task (each task decodes its own
+// tiles). True when some task fell back: the caller reruns the reference.
+inline bool parallel_linear_tiles(const char* op, const grit::cpu::KernelTable& kt,
+                                  const grit::cpu::LinearPlan& plan, const float* x, int64_t m, const float* bias,
+                                  float* y, int64_t grain) {
+  std::atomic<bool> fallback{false};
+  at::parallel_for(0, grit::cpu::linear_tile_count(plan.w.n), grain, [&](int64_t b, int64_t e) {
+    bool fb = false;
+    const grit::Status s = kt.linear_tiles(plan, x, m, bias, b, e, y, &fb);
+    TORCH_CHECK(s.ok(), op, ": ", s.message);
+    if (fb) fallback.store(true);
+  });
+  return fallback.load();
 }
 
 }  // namespace grit_ops

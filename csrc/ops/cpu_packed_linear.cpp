@@ -48,18 +48,10 @@ at::Tensor packed_linear_cpu(const at::Tensor& x, const at::Tensor& data, const 
     const grit::cpu::KernelTable& kt = active_cpu_kernels(op);
     grit::cpu::LinearPlan plan;
     grit::cpu::make_plan(w, &plan);
-    std::atomic<bool> fallback{false};
-    // Each task decodes its own tiles; at most one task per thread, so the
-    // sparse cursor scan each reference task starts with stays cheap.
-    at::parallel_for(0, grit::cpu::linear_tile_count(n), grain, [&](int64_t b, int64_t e) {
-      bool fb = false;
-      const grit::Status s = kt.linear_tiles(plan, xp, m, bp, b, e, yp, &fb);
-      TORCH_CHECK(s.ok(), op, ": ", s.message);
-      if (fb) fallback.store(true);
-    });
     // Planes the fast decoder cannot take (a sparse quad naming one position
-    // twice): the reference kernel recomputes every tile.
-    if (fallback.load()) {
+    // twice): the reference kernel recomputes every tile (at most one task
+    // per thread, so the sparse cursor scan each task starts with stays cheap).
+    if (parallel_linear_tiles(op, kt, plan, xp, m, bp, yp, grain)) {
       at::parallel_for(0, grit::cpu::linear_tile_count(n), grain, [&](int64_t b, int64_t e) {
         const grit::Status s = grit::cpu::linear_tiles(w, xp, m, bp, b, e, yp);
         TORCH_CHECK(s.ok(), op, ": ", s.message);

@@ -17,11 +17,11 @@
 #include <torch/library.h>
 
 #include <algorithm>
-#include <atomic>
 
 #include "grit/linear_law.h"
 #include "kernels/cpu/packed_linear_cpu.h"
 #include "kernels/cpu/packed_linear_ref.h"
+#include "ops/cpu_linear_frame.h"
 #include "ops/int4g_args.h"
 #include "ops/op_args.h"
 
@@ -65,16 +65,9 @@ at::Tensor packed_linear_continue_cpu(const at::Tensor& x, const at::Tensor& dat
     grit::cpu::LinearPlan plan;
     grit::cpu::make_plan(w, &plan);
     plan.continued = true;
-    std::atomic<bool> fallback{false};
-    at::parallel_for(0, grit::cpu::linear_tile_count(n), grain, [&](int64_t b, int64_t e) {
-      bool fb = false;
-      const grit::Status s = kt.linear_tiles(plan, xp, m, nullptr, b, e, yp, &fb);
-      TORCH_CHECK(s.ok(), op, ": ", s.message);
-      if (fb) fallback.store(true);
-    });
     // A variant that fell back may have continued some tiles already: the
     // reference starts again from the acc the call was given.
-    if (fallback.load()) {
+    if (parallel_linear_tiles(op, kt, plan, xp, m, nullptr, yp, grain)) {
       out.copy_(start);
       at::parallel_for(0, grit::cpu::linear_tile_count(n), grain, [&](int64_t b, int64_t e) {
         const grit::Status s = grit::cpu::linear_tiles_continue(w, xp, m, b, e, yp);

@@ -492,3 +492,21 @@ def test_whole_weight_features_on_a_parallelized_model_say_why(tmp_path, one_ran
         torch_grit.tile_(m)
     with pytest.raises(TypeError, match="script the model before parallelize_module"):
         torch.jit.script(m)
+
+
+def test_layers_with_an_input_permutation_are_refused_under_a_plan(one_rank):
+    """A GPTQ act-order layer (GritLinear.input_perm) runs whole: the ordered style refuses it
+    when the plan is applied, and a sharded one refuses to run, naming the reason."""
+    from torch.distributed.tensor.parallel import ColwiseParallel, parallelize_module
+
+    from torch_grit.parallel import OrderedRowwiseParallel
+
+    layer = torch_grit.nn.GritLinear.from_linear(nn.Linear(64, 32), "MXFP4")
+    layer.set_input_perm_(torch.randperm(64))
+    with pytest.raises(ValueError, match="permutes its inputs"):
+        parallelize_module(copy.deepcopy(layer), one_rank, OrderedRowwiseParallel())
+    col = parallelize_module(copy.deepcopy(layer), one_rank, ColwiseParallel())
+    with pytest.raises(ValueError, match="input permutation.*tensor-parallel shard"):
+        col(torch.randn(2, 64))
+    with pytest.raises(ValueError, match="tensor-parallel shard"):
+        col.set_input_perm_(torch.randperm(64))

@@ -77,6 +77,11 @@ def _safetensors_seeds(tmp, W):
     seeds["gptq"] = st_input(_read(path), {"quant_method": "gptq", "bits": 4, "group_size": 32,
                                            "desc_act": False, "sym": False})
     seeds["gptq_no_config"] = st_input(_read(path))
+    perm = np.random.default_rng(0).permutation(64)
+    act = {p: W.gptq_act_order_module(W.weights(i, 16, 64), 32, perm) for i, p in enumerate(layers)}
+    path = W.write_quantized_folder(os.path.join(tmp, "gptq_act"), act, None)
+    seeds["gptq_act_order"] = st_input(_read(path), {"quant_method": "gptq", "bits": 4, "group_size": 32,
+                                                     "desc_act": True, "sym": False})
     awq = {p: W.awq_module(W.weights(i, 16, 64), 32) for i, p in enumerate(layers)}
     path = W.write_quantized_folder(os.path.join(tmp, "awq"), awq, None)
     seeds["awq"] = st_input(_read(path), {"quant_method": "awq", "bits": 4, "group_size": 32,
@@ -101,6 +106,20 @@ def _safetensors_seeds(tmp, W):
         "quant_method": "compressed-tensors", "format": "pack-quantized", "ignore": [],
         "config_groups": {"group_0": {"targets": ["Linear"], "weights": {
             "num_bits": 4, "type": "int", "strategy": "group", "group_size": 32, "symmetric": True}}}})
+    t = {p + ".weight": torch.from_numpy((np.arange(16 * 64) % 255 - 127).astype(np.int8).reshape(16, 64))
+         for p in layers}
+    t.update({p + ".weight_scale": torch.ones(16, 2, dtype=torch.float16) for p in layers})
+    t.update({p + ".weight_zero_point": torch.zeros(16, 2, dtype=torch.int8) for p in layers})
+    W.save_file(t, path)
+    seeds["compressed_tensors_int_quantized"] = st_input(_read(path), {
+        "quant_method": "compressed-tensors", "format": "int-quantized", "ignore": [],
+        "config_groups": {"group_0": {"targets": ["Linear"], "weights": {
+            "num_bits": 8, "type": "int", "strategy": "group", "group_size": 32, "symmetric": False}}}})
+    layer = tg.nn.GritLinear.from_linear(torch.nn.Linear(64, 16), "MXFP4")
+    layer.set_input_perm_(torch.from_numpy(perm))
+    path = os.path.join(tmp, "permuted.safetensors")
+    tg.save(torch.nn.Sequential(layer), path)
+    seeds["ours_input_perm"] = st_input(_read(path))
     return seeds
 
 

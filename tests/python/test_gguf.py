@@ -347,3 +347,19 @@ def test_a_q4ks_sub_scale_byte_over_6_bits_cannot_become_a_q4_k_block():
     planes[1][3] = 64
     with pytest.raises(ggml_blocks.BlockError, match="more than 6 bits"):
         ggml_blocks.from_planes("Q4_K", planes, 1)
+
+
+def test_an_empty_tensor_whose_dimensions_multiply_past_2_63_is_refused(tmp_path):
+    """A header tensor of F32 with dimensions [7954877566517510144, 21990232555520, 3298534883328, 0]
+    (a fuzzer's find): no bytes, but torch cannot size it; refused naming the shape, not a RuntimeError."""
+    import struct
+
+    dims = (7954877566517510144, 21990232555520, 3298534883328, 0)
+    blob = b"GGUF" + struct.pack("<IQQ", 3, 1, 0)                      # version 3, one tensor, no KV
+    blob += struct.pack("<Q", 0) + struct.pack("<I", len(dims)) + struct.pack("<4Q", *dims)
+    blob += struct.pack("<IQ", 0, 0)                                     # F32, offset 0
+    blob += b"\0" * (-len(blob) % 32)
+    path = tmp_path / "huge.gguf"
+    path.write_bytes(blob)
+    with pytest.raises(CheckpointError, match="multiply past 2\\^63"):
+        tg.load(str(path))

@@ -144,6 +144,12 @@ def _plan(path, header, t, target):
     tname, block, type_size = info
     shape = tuple(int(s) for s in t.shape) or (1,)
     ne0 = t.dims[0] if t.dims else 1
+    extent = 1
+    for d in shape:
+        extent *= max(d, 1)
+    if extent >= 1 << 63:  # torch sizes are signed 64-bit; an empty tensor's other dimensions count too
+        _fail(path, "%s shape %s: its dimensions multiply past 2^63, more than a tensor can index"
+              % (tname, list(shape)), t.name, field="shape", found=list(shape))
     if ne0 % block:
         _fail(path, "%s rows of %d elements are not a multiple of its %d-element block" % (tname, ne0, block),
               t.name, field="shape", expected=block, found=ne0)

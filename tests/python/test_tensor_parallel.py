@@ -152,6 +152,58 @@ def test_a_plan_that_splits_a_group_is_refused_on_every_rank():
     run_ranks("refuse", 2, "MXFP4")
 
 
+# -- transformers' own tensor parallelism over a GRIT folder --------------------------
+
+def _grit_llama_folder(tmp_path, grade, **shape):
+    """The small Llama of examples/causal_lm_quality.py, packed by quantize_ and written by
+    torch_grit's save_pretrained (a folder from_pretrained loads)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
+    try:
+        from causal_lm_quality import build_model
+    finally:
+        sys.path.pop(0)
+    from torch_grit.integrations.hf import save_pretrained
+    model = build_model(**shape)
+    torch_grit.quantize_(model, grade)
+    save_pretrained(model, str(tmp_path / "grit"))
+    return str(tmp_path / "grit")
+
+
+def test_from_pretrained_with_tensor_parallelism_reads_only_each_ranks_shards(tmp_path):
+    """2 ranks, a Llama of hidden 2048 (about 68 MB of MXFP4 planes): each rank reads its spans
+    alone, its peak RSS grows by at most 0.75x the packed planes (transformers' own load of the
+    float tensors included), and the logits and the gradient to the embeddings are one
+    process's."""
+    folder = _grit_llama_folder(tmp_path, "MXFP4", hidden=2048, intermediate=8192, layers=2, heads=8)
+    run_ranks("hf", 2, folder, "1")
+
+
+def test_from_pretrained_with_tensor_parallelism_on_four_ranks(tmp_path):
+    run_ranks("hf", 4, _grit_llama_folder(tmp_path, "NVF4", hidden=256, intermediate=512, heads=4))
+
+
+def test_a_tp_plan_that_splits_a_group_is_refused_before_any_read(tmp_path):
+    """down_proj's 96 inputs over 2 ranks: 48 columns each, which splits a group of 32."""
+    folder = _grit_llama_folder(tmp_path, "MXFP4", hidden=256, intermediate=96, heads=4)
+    run_ranks("hf", 2, folder, "0", "model.layers.0.mlp.down_proj")
+
+
+def test_quantizing_a_float_folder_while_loading_under_a_plan_is_refused(tmp_path):
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
+    try:
+        from causal_lm_quality import build_model
+    finally:
+        sys.path.pop(0)
+    build_model(hidden=256, intermediate=512, heads=4).save_pretrained(tmp_path / "float")
+    run_ranks("hf", 2, str(tmp_path / "float"), "quantize", "convert the folder once with torch-grit quantize")
+
+
+def test_a_packed_layer_under_a_style_without_a_twin_is_refused_by_name(tmp_path):
+    folder = _grit_llama_folder(tmp_path, "MXFP4", hidden=256, intermediate=512, heads=4)
+    run_ranks("hf", 2, folder, "0", "model.layers.0.mlp.down_proj is a packed layer, and the tp_plan gives it "
+              "the style 'packed_rowwise'", '{"model.layers.*.mlp.down_proj": "packed_rowwise"}')
+
+
 # -- in one process -----------------------------------------------------------------
 
 CUT_GRADES = [("MXFP4", 256), ("NVF4", 256), ("Q4KS", 512), ("I8S24", 256), ("U4Z_G128", 256),

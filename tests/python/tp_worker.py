@@ -10,6 +10,7 @@ unsharded copy as the reference, parallelizes the other with torch's own
 
 import copy
 import datetime
+import json
 import os
 import sys
 import tempfile
@@ -332,6 +333,117 @@ def case_uneven(rank, world, path):
         assert torch.equal(m(x), want_y)
 
 
+def case_hf(rank, world, folder, measure="0", expect_refusal="", plan=""):
+    """from_pretrained(folder, distributed_config=DistributedConfig(tp_size=world)) on a GRIT
+    folder: transformers' own plan, torch_grit's twins of its styles. Every packed layer holds
+    its shard (the cut of the whole weight), read by positioned reads of its spans alone
+    (transformers never converts a packed weight); the logits and the gradient to the
+    embeddings equal one process's within the all-reduce bound. With measure, each rank's peak
+    RSS grows by at most 0.75x the folder's packed bytes."""
+    from transformers import AutoModelForCausalLM
+    from transformers.distributed import DistributedConfig
+    from transformers.utils import logging as hf_logging
+
+    import torch_grit.parallel.load as pload
+    from torch_grit.integrations.hf import quantizer
+
+    hf_logging.set_verbosity_error()
+    read = []
+    real_read = pload._read_spans
+
+    def counted(path, data_start, entry, span):
+        out = real_read(path, data_start, entry, span)
+        read.append(out.numel())
+        return out
+
+    def never(self, *a, **k):
+        raise AssertionError("transformers converted the packed weight %s under tensor parallelism" % self.name)
+    pload._read_spans = counted
+    real_convert = quantizer.GritDeserialize.convert
+    quantizer.GritDeserialize.convert = never
+    config = DistributedConfig(tp_size=world, **({"tp_plan": json.loads(plan)} if plan else {}))
+    if expect_refusal:
+        kwargs = {}
+        if measure == "quantize":  # a float folder, quantized while loading
+            from torch_grit.integrations.hf import GritConfig
+            kwargs["quantization_config"] = GritConfig(grade="MXFP4")
+        try:
+            AutoModelForCausalLM.from_pretrained(folder, distributed_config=config, **kwargs)
+        except ValueError as e:
+            assert expect_refusal in str(e), str(e)
+            assert not read, "bytes were read before the refusal"
+            print("refused: %s" % e, flush=True)
+            return
+        raise AssertionError("the plan was not refused")
+    # transformers imports the model's code on its first build: do that outside the measure
+    from transformers import AutoConfig
+    with torch.device("meta"):
+        AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(folder))
+    dist.barrier()
+    measured = measure == "1" and reset_peak()
+    before = status_kib("VmRSS")
+    model = AutoModelForCausalLM.from_pretrained(folder, distributed_config=config)
+    grew = (status_kib("VmHWM") - before) * 1024
+    pload._read_spans = real_read
+    quantizer.GritDeserialize.convert = real_convert
+    packed = {n: m for n, m in model.named_modules() if isinstance(m, GritLinear)}
+    assert len(packed) == 15, sorted(packed)  # 7 per layer and the head
+    mine = 0
+    for n, m in packed.items():
+        w = m.weight
+        assert isinstance(w, DTensor) and len(w.placements) == 1, (n, w)
+        dim = w.placements[0].dim
+        local = w.to_local()
+        assert isinstance(local, torch_grit.GritTensor), (n, type(local))
+        want_dim = 1 if n.endswith(("o_proj", "down_proj")) else 0
+        assert dim == want_dim, (n, w.placements)
+        mine += sum(p.numel() for p in local.stored_planes if p is not None)
+    assert sum(read) == mine, (sum(read), mine)
+    packed_file = sum(v for k, v in _plane_bytes(folder).items())
+    assert mine < packed_file, (mine, packed_file)
+    if measure == "1":
+        assert measured, "this kernel cannot reset the peak RSS (/proc/self/clear_refs)"
+        print("rank %d: peak RSS grew %d bytes; the folder's packed planes %d, this rank's %d"
+              % (rank, grew, packed_file, mine), flush=True)
+        assert grew <= 0.75 * packed_file, (grew, packed_file)
+    ref = AutoModelForCausalLM.from_pretrained(folder)
+    for n, m in packed.items():
+        w = m.weight
+        cut = ref.get_submodule(n).weight.dequantize().chunk(world, dim=w.placements[0].dim)[rank]
+        assert torch.equal(w.to_local().dequantize(), cut), n
+    ids = torch.randint(0, 256, (2, 24), generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        got, want = model(ids).logits, ref(ids).logits
+    assert ((got - want).abs() <= bound(want, 256)).all(), (got - want).abs().max()
+    for mm in (model, ref):
+        mm.model.embed_tokens.weight.requires_grad_(True)
+        mm(ids).logits.square().mean().backward()
+    g, gw = model.model.embed_tokens.weight.grad, ref.model.embed_tokens.weight.grad
+    g = g.full_tensor() if isinstance(g, DTensor) else g
+    assert ((g - gw).abs() <= bound(gw, 1024)).all(), (g - gw).abs().max()
+    # save_pretrained on every rank gathers the whole weights; the main process writes a folder
+    # whose packed weights are the original's, byte for byte
+    out = os.path.join(os.path.dirname(folder), "saved_from_%d_ranks" % world)
+    model.save_pretrained(out, is_main_process=rank == 0)
+    dist.barrier()
+    again = AutoModelForCausalLM.from_pretrained(out)
+    for n in packed:
+        a, b = again.get_submodule(n).weight, ref.get_submodule(n).weight
+        assert all(torch.equal(x, y) for x, y in zip(a.stored_planes, b.stored_planes) if x is not None), n
+
+
+def _plane_bytes(folder):
+    """{plane name: bytes} of every packed tensor's planes in the folder's files."""
+    from torch_grit.checkpoint.read import open_layout
+    lay = open_layout(folder)
+    out = {}
+    for name, (_, packed) in lay.packed.items():
+        for e in packed.plane_entries:
+            if e is not None:
+                out[e.name] = e.end - e.begin
+    return out
+
+
 def bits(t):
     """A float tensor's bit patterns (NaN payloads compared, not NaN != NaN)."""
     return t.view({torch.float32: torch.int32, torch.bfloat16: torch.int16}[t.dtype])
@@ -398,7 +510,7 @@ def case_ordered(rank, world, grades):
 
 
 CASES = {"full": case_full, "ordered": case_ordered, "mlp_cuda": case_mlp_cuda, "disagree": case_disagree, "uneven": case_uneven, "load": case_load, "die": case_die, "mlp": case_mlp, "refuse": case_refuse, "linear": case_linear_dtypes, "llama": case_llama,
-         "lora": case_lora}
+         "lora": case_lora, "hf": case_hf}
 
 
 def main(argv):

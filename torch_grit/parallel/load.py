@@ -62,7 +62,12 @@ def _shard_of(name, dt, shape):
     if mesh.ndim != 1 or len(placements) != 1:
         raise CheckpointError("a %d-D device mesh; the sharded load reads 1-D meshes" % mesh.ndim, tensor=name,
                               field="placement")
-    p = placements[0]
+    return shard_range(name, mesh, placements[0], shape)
+
+
+def shard_range(name, mesh, p, shape):
+    """(dim, start, end) of this rank's block of a ``shape`` tensor under placement ``p`` on the
+    1-D ``mesh`` (torch's own cut: ``torch.chunk``'s sizes); dim None for Replicate."""
     if isinstance(p, Replicate):
         return None, 0, 0
     if not isinstance(p, Shard) or p.dim % 2 not in (0, 1):
@@ -104,11 +109,19 @@ def _read_spans(path, data_start, entry, span):
 def _packed_shard(name, header, packed, dt):
     """This rank's shard of one packed tensor (a GritTensor), read from its spans, checked."""
     shape = tuple(packed.descriptor.shape)
-    grade = packed.descriptor.grade
     dim, start, end = _shard_of(name, dt, shape) if dt is not None else (None, 0, 0)
+    return read_packed_block(name, header, packed, dim, start, end,
+                             dt.device_mesh.size() if dt is not None else 1)
+
+
+def read_packed_block(name, header, packed, dim, start, end, pieces):
+    """Rows (dim 0) or columns (dim 1) start..end of one packed tensor of the file, read from
+    their spans alone into a checked GritTensor (dim None: the whole tensor); ``pieces``
+    is the number of shards the tensor is cut into."""
+    shape = tuple(packed.descriptor.shape)
+    grade = packed.descriptor.grade
     if dim is None:
         start, end, dim = 0, shape[0], 0
-    pieces = dt.device_mesh.size() if dt is not None else 1
     spans = block_spans(grade, shape, dim, start, end, label="GritTensor %r" % name, pieces=pieces)
     planes = [_read_spans(header.path, header.data_start, e, sp) if e is not None else None
               for e, sp in zip(packed.plane_entries, spans)]
@@ -270,7 +283,17 @@ def _mesh_device(model):
 
 
 def _open_on_every_rank(path, model):
-    """open_layout on every rank, then the ranks agree: each rank of each mesh the model uses
+    """open_layout on every rank, then the ranks agree (``open_agreed``) over each mesh the
+    model's DTensors use."""
+    meshes = {}
+    for p in model.parameters():
+        if isinstance(p, DTensor):
+            meshes.setdefault(id(p.device_mesh), p.device_mesh)
+    return open_agreed(path, meshes.values())
+
+
+def open_agreed(path, meshes):
+    """open_layout on every rank, then the ranks agree: each rank of each mesh
     opened a file, and the same checkpoint (the same packed tensors with the same gid and
     digest, from the headers). A rank that could not open its file, or read another one,
     makes every rank fail at once, naming it or the first tensor that differs, before any
@@ -283,12 +306,8 @@ def _open_on_every_rank(path, model):
     except Exception as e:  # noqa: BLE001 (re-raised below, after every rank has heard of it)
         lay, failure = None, e
         mine = ("failed", "%s: %s" % (type(e).__name__, e))
-    groups = {}
-    for p in model.parameters():
-        if isinstance(p, DTensor):
-            mesh = p.device_mesh
-            groups.setdefault(id(mesh), mesh.get_group())
-    for group in groups.values():
+    for mesh in meshes:
+        group = mesh.get_group()
         every = [None] * dist.get_world_size(group)
         dist.all_gather_object(every, mine, group=group)
         if failure is not None:
@@ -305,6 +324,8 @@ def _open_on_every_rank(path, model):
                                   "%s, this rank %s" % (rank, _gid_text(b.get(name)), name, _gid_text(a.get(name))),
                                   tensor=name, field="gid", expected=_gid_text(a.get(name)),
                                   found=_gid_text(b.get(name)))
+    if failure is not None:
+        raise failure
     return lay
 
 

@@ -24,6 +24,11 @@ from ...quantization.profile import short_name
 from ...tensor.grit_tensor import GritTensor
 from .config import VERSION, GritConfig
 
+try:
+    from torch.distributed.tensor import DTensor
+except ImportError:  # a torch without torch.distributed
+    DTensor = None
+
 # What a model folder holds that is weights: not copied, the converter writes its own.
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".h5", ".msgpack", ".gguf",
                    ".onnx", ".safetensors.index.json", ".bin.index.json")
@@ -189,6 +194,12 @@ def save_pretrained(model, save_directory, *, max_shard_size=DEFAULT_MAX_SHARD_S
     if unknown or kwargs.get("variant"):
         raise TypeError("save_pretrained of a GRIT model does not take %s"
                         % (unknown or ["variant"]))
+    if state_dict is None:
+        state_dict = model.state_dict()
+    if any(DTensor is not None and isinstance(v, DTensor) for v in state_dict.values()):
+        # a tensor-parallel model: every rank gathers each whole tensor (a collective), and the
+        # main process writes them
+        state_dict = {k: v.full_tensor() if isinstance(v, DTensor) else v for k, v in state_dict.items()}
     if not is_main_process:
         return None
     if os.path.isfile(save_directory):
@@ -202,8 +213,6 @@ def save_pretrained(model, save_directory, *, max_shard_size=DEFAULT_MAX_SHARD_S
     model.config.quantization_config = config
     model.config.dtype = str(model.dtype).split(".")[1]
     model.config.architectures = [type(model).__name__]
-    if state_dict is None:
-        state_dict = model.state_dict()
     packed = {k: v for k, v in state_dict.items() if isinstance(v, GritTensor)}
     # transformers finds ties by storage pointer, which a GritTensor (a wrapper) has not
     state_dict = remove_tied_weights_from_state_dict(

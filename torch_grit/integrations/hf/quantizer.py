@@ -11,7 +11,10 @@ layer whose folder holds ``<layer>.input_perm`` (GPTQ act-order) gets that
 buffer before the weights load (checked first: int64, a permutation of the
 layer's inputs), and transformers fills it like any buffer.
 With ``verify="digest"`` every plane's digest is checked after loading, before
-the model is returned. A float model with ``quantization_config=GritConfig(...)``
+the model is returned. Under transformers' tensor parallelism
+(``distributed_config=DistributedConfig(tp_size=N)``) the plan's rules for
+packed layers go to torch_grit's twins of transformers' styles, and each rank
+reads only its shards' bytes (``tensor_parallel.py``). A float model with ``quantization_config=GritConfig(...)``
 is loaded as usual and then packed by ``torch_grit.quantize_``: the same bits
 as quantizing the float model by hand.
 """
@@ -34,8 +37,14 @@ from ...nn.linear import GritLinear
 from ...contract.grade import resolve_grade
 from ...quantization.quantize_model import handler_for, quantize_
 from ...tensor.grit_tensor import GritTensor
+
+try:
+    from torch.distributed.tensor import DTensor
+except ImportError:  # a torch without torch.distributed
+    DTensor = None
 from .config import VERSION, version_tuple
 from . import folder
+from . import tensor_parallel as tp
 
 
 def _checkpoint_path(files):
@@ -65,8 +74,14 @@ class GritDeserialize(ConversionOps):
     def __init__(self, name, packed, sources):
         self.name, self.packed, self.sources = name, packed, sources
 
-    def convert(self, input_dict, **kwargs):
+    def convert(self, input_dict, model=None, **kwargs):
         u = self.packed
+        if model is not None and DTensor is not None and isinstance(model.get_parameter(self.name), DTensor):
+            raise CheckpointError(
+                "%s is packed, and the tp_plan shards it with a style torch_grit has no twin for (its "
+                "placeholder became a DTensor, whose slicing cannot cut packed planes); plan packed layers "
+                "with a column-wise or row-wise style (torch_grit runs them as grit_<style>)" % self.name,
+                tensor=u.name, field="tp_plan")
         planes = [None] * 4
         for i, suffix in enumerate(PLANE_SUFFIXES):
             got = input_dict.get(self.sources.get(suffix))
@@ -91,6 +106,8 @@ class GritHfQuantizer(HfQuantizer):
         self._packed = {}  # model parameter name -> (checkpoint name, Packed)
         self._policy = None  # the folder's grade policy (grades chosen per tensor)
         self._perms = {}  # model module name -> the input permutation the folder holds for it
+        self._path = None  # what torch_grit's reader opens (a file, or a folder of shards)
+        self._weights = {}  # model module name -> the checkpoint name of its packed weight
 
     def validate_environment(self, device_map=None, **kwargs):
         if self.pre_quantized:
@@ -114,9 +131,11 @@ class GritHfQuantizer(HfQuantizer):
 
     def _process_model_before_weight_loading(self, model, checkpoint_files=None, **kwargs):
         if not self.pre_quantized:
+            tp.refuse_plan(model)
             return model
         # Every header, index and descriptor is checked here, before any weight is read.
-        lay = open_layout(_checkpoint_path(checkpoint_files))
+        self._path = _checkpoint_path(checkpoint_files)
+        lay = open_layout(self._path)
         self._policy = folder.grade_policy_of(lay)
         recorded = activation_modes(lay)  # {checkpoint module name: "s8"}
         perms = read_input_perms(lay)  # {checkpoint module name: int64 permutation}, checked
@@ -142,6 +161,7 @@ class GritHfQuantizer(HfQuantizer):
             placeholder = GritTensor(*meta, u.grade.canonical, tuple(u.descriptor.placement),
                                      tuple(u.shape), DTYPES_BY_NAME[u.dtype])
             layer = GritLinear.from_packed(placeholder, module.bias)
+            layer._grit_fqn = owner  # named by a tensor-parallel refusal
             # a grade without an s8 law raises here, naming the layer, before any weight is read
             layer.set_activations_(self._activations_for(name, recorded), name=owner)
             perm = perms.get(name[:-len(".weight")])
@@ -151,9 +171,15 @@ class GritHfQuantizer(HfQuantizer):
                 self._perms[owner] = perm
             swaps.append((owner, layer))
             self._packed[target] = (name, u)
+            self._weights[owner] = name
         for owner, layer in swaps:
             parent, _, child = owner.rpartition(".")
             setattr(model.get_submodule(parent) if parent else model, child, layer)
+        # Under tensor parallelism the packed planes are read by load_packed_shards, not by
+        # transformers: they are then keys the model does not have, and not worth a warning.
+        model._keys_to_ignore_on_load_unexpected = (set(model._keys_to_ignore_on_load_unexpected or ())
+                                                    | set(tp.unexpected_patterns(sorted(lay.packed))))
+        tp.route_plan(model, self._weights)
         return model
 
     def _activations_for(self, name, recorded):
@@ -175,6 +201,7 @@ class GritHfQuantizer(HfQuantizer):
 
     def _process_model_after_weight_loading(self, model, **kwargs):
         if self.pre_quantized:
+            tp.load_packed_shards(model, self._path, self._weights, self.quantization_config.verify)
             self._check_loaded(model)
             if self._policy is not None:
                 model.grit_grade_policy = self._policy  # saved again by save_pretrained
@@ -189,6 +216,11 @@ class GritHfQuantizer(HfQuantizer):
         level2 = self.quantization_config.verify == "digest"
         for target, (name, u) in sorted(self._packed.items()):
             w = model.get_parameter(target)
+            if DTensor is not None and isinstance(w, DTensor):
+                w = w.to_local()  # this rank's shard, read and checked by load_packed_shards
+                if level2:
+                    raise ValueError("verify='digest' hashes every plane whole; %s is a tensor-parallel "
+                                     "shard" % name)
             if not isinstance(w, GritTensor) or w.device.type == "meta":
                 raise CheckpointError("%s was not loaded from the folder" % name, tensor=name,
                                       field="planes")

@@ -1,6 +1,7 @@
 """``torch-grit import SRC.gguf DST`` and ``torch-grit export SRC DST.gguf``."""
 
 import argparse
+import json
 import os
 import sys
 
@@ -52,6 +53,13 @@ GRADE_MXFP4) are written as ggml Q8_0 / Q4_K / MXFP4 blocks with their GRIT
 descriptor in the KV entry grit.desc.<tensor>; float and integer tensors as
 they are. Any other grade is refused naming the tensor (nothing written).
 
+When SRC is a model folder (config.json beside the weights) of an architecture
+llama.cpp's layout is written for (llama, mistral, bert), the file follows
+llama.cpp's conventions: tensor names from gguf-py's TensorNameMap, Llama's q/k
+rows in llama.cpp's rotary order, the hyperparameters from config.json, the
+vocab from SRC's tokenizer.json ("none" without one), a BERT embedder's pooling
+from SRC/1_Pooling/config.json. --layout source keeps the checkpoint's names.
+
 exit codes
   0  exported; DST written
   2  usage: bad arguments, DST does not end in .gguf
@@ -77,7 +85,10 @@ def add_parsers(sub):
                        epilog=EXPORT_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("src", metavar="SRC")
     p.add_argument("dst", metavar="DST.gguf")
-    p.add_argument("--arch", help="general.architecture (default torch_grit)")
+    p.add_argument("--arch", help="general.architecture of the source layout (default torch_grit)")
+    p.add_argument("--layout", choices=("auto", "llama.cpp", "source"), default="auto",
+                   help="llama.cpp's names, hyperparameters and vocab, or the checkpoint's own names "
+                        "(auto: llama.cpp's when SRC is a model folder of an architecture it knows)")
     p.add_argument("--json", action="store_true", help="one JSON line per tensor, then a summary line")
     p.set_defaults(fn=run_export)
 
@@ -201,6 +212,20 @@ def _import_folder(args, max_shard):
     return EXIT_OK
 
 
+def _st_pooling(folder):
+    """A sentence-transformers folder's pooling mode (1_Pooling/config.json), else None."""
+    try:
+        with open(os.path.join(folder, "1_Pooling", "config.json"), encoding="utf-8") as f:
+            doc = json.load(f)
+    except (OSError, ValueError):
+        return None
+    keys = {"pooling_mode_mean_tokens": "mean", "pooling_mode_cls_token": "cls", "pooling_mode_lasttoken": "last"}
+    for key, mode in keys.items():
+        if doc.get(key):
+            return mode
+    return None
+
+
 def run_export(args):
     from ..checkpoint.safetensors_io import CheckpointError
     from ..checkpoint.save_load import load
@@ -216,8 +241,19 @@ def run_export(args):
         return _fail(args, EXIT_SOURCE, "SRC %s" % e)
     except OSError as e:
         return _fail(args, EXIT_SOURCE, "SRC %s: %s" % (args.src, e))
+    folder = args.src if os.path.isdir(args.src) else os.path.dirname(os.path.abspath(args.src))
+    model_folder = os.path.isfile(os.path.join(folder, "config.json"))
+    if args.layout == "llama.cpp" and not model_folder:
+        return _fail(args, EXIT_USAGE, "--layout llama.cpp needs a model folder: no config.json beside %s" % args.src)
+    if args.arch and args.layout == "llama.cpp":
+        return _fail(args, EXIT_USAGE, "--arch applies to --layout source")
+    layout = "source" if args.arch or not model_folder else args.layout
+    extra = {}
+    if layout != "source":
+        extra = dict(config=folder, pooling=_st_pooling(folder),
+                     tokenizer=folder if os.path.isfile(os.path.join(folder, "tokenizer.json")) else None)
     try:
-        save_gguf(state, args.dst, arch=args.arch)
+        save_gguf(state, args.dst, arch=args.arch, layout=layout, **extra)
     except ValueError as e:
         return _fail(args, EXIT_UNPACKABLE, str(e))
     except OSError as e:

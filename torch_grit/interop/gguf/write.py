@@ -24,10 +24,11 @@ DEFAULT_ARCH = "torch_grit"
 
 
 class _Out:
-    __slots__ = ("name", "source", "kind", "bt")
+    __slots__ = ("name", "source", "kind", "bt", "rows")
 
     def __init__(self, name, source, kind, bt=None):
         self.name, self.source, self.kind, self.bt = name, source, kind, bt
+        self.rows = None   # a row order (llama.cpp's layout), else as stored
 
 
 def _refuse(name, message):
@@ -68,37 +69,67 @@ def _tensor_bytes(out):
         planes = [p.cpu().numpy() for p in t.planes]
         rows, cols = t.logical_shape
         n = rows * cols // out.bt.block
-        return blocks.from_planes(out.bt.name, planes, n).reshape(rows, cols // out.bt.block * out.bt.nbytes)
-    t = t.detach().cpu().contiguous()
+        data = blocks.from_planes(out.bt.name, planes, n).reshape(rows, cols // out.bt.block * out.bt.nbytes)
+        return data if out.rows is None else np.ascontiguousarray(data[out.rows])
+    t = t.detach().cpu()
+    if out.rows is not None:
+        t = t[torch.from_numpy(out.rows)]
+    t = t.contiguous()
     if t.dtype == torch.bfloat16:
         t = t.view(torch.int16)
     return t.numpy()
 
 
-def save_gguf(obj, path, *, arch=None, names=None, metadata=None):
+def save_gguf(obj, path, *, arch=None, names=None, metadata=None, layout="auto", config=None,
+              tokenizer=None, pooling=None):
     """Write a model's (or a state dict's) tensors as a GGUF file at ``path``.
 
-    ``arch``: general.architecture (default "torch_grit"); ``names``: a map
-    from state-dict names to GGUF tensor names (default: unchanged);
-    ``metadata``: extra KV entries {key: str | int | float | bool}. Returns
-    ``[path]``.
+    ``layout``: "llama.cpp" writes llama.cpp's tensor names, q/k row order, hyperparameters and
+    vocab (``interop.gguf.llama_cpp``) from ``config`` (default: the model's ``.config``), so
+    llama.cpp runs the file; "source" keeps the state dict's names and writes general.architecture
+    ``arch`` (default "torch_grit") with no hyperparameters; "auto" (the default) is "llama.cpp"
+    for a config of an architecture it knows (llama, mistral, bert), else "source".
+    ``tokenizer``: a folder holding tokenizer.json, or a transformers tokenizer (llama.cpp's
+    layout; without one the vocab is "none": llama.cpp runs on token ids). ``pooling``: a BERT
+    embedder's pooling ("mean", "cls", "last", "none"). ``names``: a map from state-dict names to
+    GGUF tensor names ("source" layout). ``metadata``: extra KV entries {key: str | int | float |
+    bool}. Returns ``[path]``.
     """
+    import tempfile
+
     import gguf
+
+    from . import llama_cpp
 
     state = obj.state_dict() if isinstance(obj, nn.Module) else obj
     if not hasattr(state, "items"):
         raise TypeError("save() takes an nn.Module or a state dict; found %s" % type(obj).__name__)
+    if config is None and isinstance(obj, nn.Module):
+        config = getattr(obj, "config", None)
+    conv = llama_cpp.plan(config, layout, tokenizer, pooling)
+    if conv is not None and (names or arch):
+        raise ValueError("names= and arch= apply to layout='source'; llama.cpp's layout names the tensors "
+                         "and the architecture itself")
     names = dict(names or {})
     outs, seen = [], {}
     for name, t in state.items():
-        gname = names.get(name, name)
+        gname = names.get(name, name) if conv is None else conv.rename(name)
+        if gname is None:
+            continue
         if gname in seen:
             raise ValueError("%r and %r would both be written as GGUF tensor %r; nothing was written"
                              % (seen[gname], name, gname))
         seen[gname] = name
         out = _plan(name, t)
         out.name = gname
+        if conv is not None:
+            shape = t.logical_shape if out.kind == "blocks" else tuple(t.shape)
+            out.rows = conv.row_order(name, shape[0])
+            if out.kind == "plain" and t.dim() == 1 and t.is_floating_point():
+                out.source = t.float()   # ggml's norms and adds take F32 vectors
         outs.append(out)
+    if conv is not None:
+        arch = conv.arch_name
 
     path = os.path.abspath(str(path))
     folder, base = os.path.split(path)
@@ -106,6 +137,10 @@ def save_gguf(obj, path, *, arch=None, names=None, metadata=None):
     writer = gguf.GGUFWriter(tmp, arch or DEFAULT_ARCH)
     try:
         _kv(writer, metadata)
+        if conv is not None:
+            with tempfile.TemporaryDirectory() as tok_dir:
+                conv.tokenizer = llama_cpp.tokenizer_folder(conv.tokenizer, tok_dir)
+                conv.write_kv(writer)
         for out in outs:
             if out.kind == "blocks":
                 t = out.source

@@ -77,6 +77,10 @@ def _safetensors_seeds(tmp, W):
     seeds["gptq"] = st_input(_read(path), {"quant_method": "gptq", "bits": 4, "group_size": 32,
                                            "desc_act": False, "sym": False})
     seeds["gptq_no_config"] = st_input(_read(path))
+    gptq3 = {p: W.gptq_module(W.weights(i, 32, 64), 32, bits=3) for i, p in enumerate(layers)}
+    path = W.write_quantized_folder(os.path.join(tmp, "gptq3"), gptq3, None)
+    seeds["gptq_3bit"] = st_input(_read(path), {"quant_method": "gptq", "bits": 3, "group_size": 32,
+                                                "desc_act": False, "sym": False})
     perm = np.random.default_rng(0).permutation(64)
     act = {p: W.gptq_act_order_module(W.weights(i, 16, 64), 32, perm) for i, p in enumerate(layers)}
     path = W.write_quantized_folder(os.path.join(tmp, "gptq_act"), act, None)

@@ -143,11 +143,41 @@ def test_act_order_layers_import_with_an_input_permutation(group, version, bits)
     assert ((layer(x) - want).abs() <= _summation_bound(x, torch.from_numpy(ref))).all()
 
 
-def test_three_bit_is_refused():
+@pytest.mark.parametrize("version", (1, 2))
+@pytest.mark.parametrize("group", (32, 128))
+def test_three_bit_gptq_imports_widened_to_u4_bit_for_bit(version, group):
+    """AutoGPTQ's 3-bit packer (codes straddling int32 words) against the quantizer's own codes:
+    the oracle is scale * (q - z) from the codes before packing, not an unpacker of ours."""
+    w = W.weights(7, 96, 256)
+    q, scale, zero = W._rtn_asym(w, group, 3)
+    q[0, :32] = np.arange(32) % 8               # every code value, at every straddling position
+    zero[:3, 0] = (0, 7, 4)                      # v1 stores 0 as 7: (z - 1) & 7
+    mod = W.gptq_module(w, group, version=version, bits=3)
+    mod["qweight"] = W._pack_rows(q.T, 3)
+    mod["qzeros"] = W._pack_cols(((zero - 1) & 7 if version == 1 else zero).T, 3)
+    assert mod["qweight"].shape == (256 * 3 // 32, 96) and mod["qzeros"].shape == (256 // group, 96 * 3 // 32)
+    fmt = "gptq_v2" if version == 2 else None
+    t = _layer_tensor("gptq", mod, 3, fmt)
+    assert t.grade_canonical == "grit1(e=u4,k0=%d,s0=binary16,zp=u4,esr=custom:u3affineminmax)" % group
+    s = np.repeat(mod["scales"].astype(np.float32).T, group, axis=1)
+    z = np.repeat(zero.astype(np.float32), group, axis=1)
+    want = (s * (q.astype(np.float32) - z)).astype(np.float32)
+    assert np.array_equal(_bits(t.dequantize()), _bits(want))
+    assert t.planes[3].max() <= 7 and (t.planes[0] >> 4).max() <= 7   # widened: values 0..7 of u4
+    assert tg._C.cpu_fast_kind(tg.Grade(t.grade_canonical)._native) == "nibble_zp"
+    x = torch.randn(3, 256, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        got = tg.nn.GritLinear.from_packed(t)(x)
+    ref = torch.nn.functional.linear(x, torch.from_numpy(want))
+    assert ((got - ref).abs() <= _summation_bound(x, torch.from_numpy(want))).all()
+
+
+def test_three_bit_awq_and_five_bit_gptq_are_refused():
     mod = W.gptq_module(W.weights(6, 32, 256), 128)
-    with pytest.raises(LayoutError, match="3-bit") as e:
-        planes("gptq", mod["qweight"], mod["qzeros"], mod["scales"], 3)
-    assert e.value.field == "bits_unsupported"
+    for family, bits in (("awq", 3), ("gptq", 5)):
+        with pytest.raises(LayoutError, match="%d-bit" % bits) as e:
+            planes(family, mod["qweight"], mod["qzeros"], mod["scales"], bits)
+        assert e.value.field == "bits_unsupported"
 
 
 def test_gptq_grades_run_the_fast_decoder():
@@ -158,7 +188,7 @@ def test_gptq_grades_run_the_fast_decoder():
 
 # ----------------------------------------------------------------- whole folders
 
-def _gptq_folder(root, family="gptq", version=1, group=32, act_order=False):
+def _gptq_folder(root, family="gptq", version=1, group=32, act_order=False, bits=4):
     """A tiny Llama packed layer by layer by the published packers, as a GPTQ/AWQ model folder; and the
     float reference weights (the published dequantization)."""
     m = H.tiny_llama()
@@ -171,11 +201,11 @@ def _gptq_folder(root, family="gptq", version=1, group=32, act_order=False):
             if act_order:
                 mod = _act_order(w, group, seed=i, version=version)
             else:
-                mod = W.gptq_module(w, group, version=version) if family == "gptq" else W.awq_module(w, group)
+                mod = W.gptq_module(w, group, version=version, bits=bits) if family == "gptq" else W.awq_module(w, group)
             p = name[:-len(".weight")]
             out.update({"%s.%s" % (p, k): torch.from_numpy(np.ascontiguousarray(v)) for k, v in mod.items()})
             fmt = "gptq_v2" if family == "gptq" and version == 2 else None
-            ref[name] = torch.from_numpy(reference_weight(family, mod["qweight"], mod["qzeros"], mod["scales"], 4, fmt,
+            ref[name] = torch.from_numpy(reference_weight(family, mod["qweight"], mod["qzeros"], mod["scales"], bits, fmt,
                                                           g_idx=mod.get("g_idx") if act_order else None))
         else:
             out[name] = t
@@ -184,7 +214,7 @@ def _gptq_folder(root, family="gptq", version=1, group=32, act_order=False):
     save_file(out, os.path.join(folder, "model.safetensors"))
     with open(os.path.join(src, "config.json")) as f:
         cfg = json.load(f)
-    qc = {"quant_method": family, "bits": 4, "group_size": group}
+    qc = {"quant_method": family, "bits": bits, "group_size": group}
     qc.update({"desc_act": act_order, "sym": False, "checkpoint_format": "gptq" if version == 1 else "gptq_v2"}
               if family == "gptq" else {"version": "gemm", "zero_point": True})
     cfg["quantization_config"] = qc
@@ -193,18 +223,18 @@ def _gptq_folder(root, family="gptq", version=1, group=32, act_order=False):
     return src, folder, ref
 
 
-@pytest.mark.parametrize("family,version", [("gptq", 1), ("gptq", 2), ("awq", None)])
-def test_a_gptq_or_awq_model_folder_imports_and_loads_with_from_pretrained(tmp_path, family, version):
+@pytest.mark.parametrize("family,version,bits", [("gptq", 1, 4), ("gptq", 2, 4), ("awq", None, 4), ("gptq", 1, 3)])
+def test_a_gptq_or_awq_model_folder_imports_and_loads_with_from_pretrained(tmp_path, family, version, bits):
     from transformers import AutoModelForCausalLM
 
-    src, folder, ref = _gptq_folder(str(tmp_path), family, version or 1)
+    src, folder, ref = _gptq_folder(str(tmp_path), family, version or 1, bits=bits)
     dst = str(tmp_path / "grit")
     files, records = import_quantized(folder, dst)
     assert files == [os.path.join(dst, "model.safetensors")]
     assert {r["action"] for r in records} >= {"packed", "kept"}
     with open(os.path.join(dst, "config.json")) as f:
         qc = json.load(f)["quantization_config"]
-    assert qc["quant_method"] == "grit" and qc["grade"] == grade_text(4, 32, False)
+    assert qc["quant_method"] == "grit" and qc["grade"] == grade_text(bits, 32, False)
     state = tg.load(dst, verify="digest")
     for name, w in ref.items():
         assert np.array_equal(_bits(state[name].dequantize()), _bits(w)), name

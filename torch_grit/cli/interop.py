@@ -41,8 +41,8 @@ exit codes
   3  SRC is missing, not GGUF, truncated, or holds a block the import refuses
      (an MXFP4 scale of 0xFF, a non-finite binary16 scale, a descriptor that lies);
      a model folder whose tensors disagree with each other or with its config
-  4  a tensor of a type GRIT cannot carry, without --requantize; a 3-bit GPTQ
-     layer (nothing written)
+  4  a tensor of a type GRIT cannot carry, without --requantize; a GPTQ or AWQ
+     bit width torch_grit does not read (nothing written)
   5  DST could not be written (nothing replaced)
 """
 

@@ -92,8 +92,39 @@ def _rtn_asym(w, group, bits=4):
     return q.reshape(out_f, in_f), scale, zero      # scale, zero: [out, groups]
 
 
+def _pack_gptq3_rows(v):
+    """AutoGPTQ's 3-bit packer, its loop transcribed: [n, m] codes (n a multiple of 32) -> int32
+    [n*3/32, m], ten codes a word and the 11th and 22nd of every 32 split across two words."""
+    v = v.astype(np.uint32)
+    out = np.zeros((v.shape[0] // 32 * 3, v.shape[1]), dtype=np.uint32)
+    i = row = 0
+    while row < out.shape[0]:
+        for j in range(i, i + 10):
+            out[row] |= v[j] << np.uint32(3 * (j - i))
+        i += 10
+        out[row] |= v[i] << np.uint32(30)
+        row += 1
+        out[row] |= (v[i] >> np.uint32(2)) & np.uint32(1)
+        i += 1
+        for j in range(i, i + 10):
+            out[row] |= v[j] << np.uint32(3 * (j - i) + 1)
+        i += 10
+        out[row] |= v[i] << np.uint32(31)
+        row += 1
+        out[row] |= (v[i] >> np.uint32(1)) & np.uint32(3)
+        i += 1
+        for j in range(i, i + 10):
+            out[row] |= v[j] << np.uint32(3 * (j - i) + 2)
+        i += 10
+        row += 1
+    return out.view(np.int32)
+
+
 def _pack_rows(v, bits, order=None):
-    """Pack along axis 0 of an [n, m] code array into int32 [n*bits/32, m] (element i at bits*i)."""
+    """Pack along axis 0 of an [n, m] code array into int32 [n*bits/32, m] (element i at bits*i;
+    3 bits by AutoGPTQ's packer)."""
+    if bits == 3:
+        return _pack_gptq3_rows(v)
     per = 32 // bits
     v = v.reshape(v.shape[0] // per, per, v.shape[1]).astype(np.uint32)
     if order is not None:
@@ -104,17 +135,17 @@ def _pack_rows(v, bits, order=None):
     return out.view(np.int32)
 
 
-def gptq_module(w, group, version=1, act_order_perm=None):
+def gptq_module(w, group, version=1, act_order_perm=None, bits=4):
     """AutoGPTQ's layout for one linear w [out, in]."""
     out_f, in_f = w.shape
-    q, scale, zero = _rtn_asym(w, group)
+    q, scale, zero = _rtn_asym(w, group, bits)
     g_idx = np.arange(in_f, dtype=np.int32) // group
     if act_order_perm is not None:
         g_idx = g_idx[act_order_perm]
-    stored_zero = (zero - 1) & 0xF if version == 1 else zero
+    stored_zero = (zero - 1) & ((1 << bits) - 1) if version == 1 else zero
     return {
-        "qweight": _pack_rows(q.T, 4),                              # [in/8, out]
-        "qzeros": _pack_cols(stored_zero.T, 4),                     # [groups, out/8]
+        "qweight": _pack_rows(q.T, bits),                           # [in*bits/32, out]
+        "qzeros": _pack_cols(stored_zero.T, bits),                  # [groups, out*bits/32]
         "scales": scale.T.astype(np.float16).copy(),                 # [groups, out]
         "g_idx": g_idx,
     }

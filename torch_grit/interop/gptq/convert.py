@@ -13,7 +13,7 @@ from ...checkpoint.safetensors_io import CheckpointError
 from ...contract.errors import GradeError
 from ...contract.grade import Grade
 from ..folder import LayerPlan, import_folder
-from .layout import LayoutError, grade_text, input_perm, planes
+from .layout import BITS, LayoutError, codes_in, grade_text, input_perm, planes, words_for
 
 LEAVES = ("qweight", "qzeros", "scales", "g_idx")
 FAMILIES = ("gptq", "awq")
@@ -98,29 +98,28 @@ def _static_checks(cfg, prefix, leaves):
     qw, qz, sc = (leaves[k][1] for k in ("qweight", "qzeros", "scales"))
     path = leaves["qweight"][0].path
     where = prefix + ".qweight"
-    if cfg.bits not in (2, 4, 8):
-        raise CheckpointError("quantization_config.bits = %d: torch_grit reads 2, 4 and 8 bits (3-bit GPTQ packs "
-                              "codes across int32 words)" % cfg.bits, path, where, field="bits_unsupported",
-                              found=cfg.bits)
+    if cfg.bits not in BITS or (cfg.bits == 3 and cfg.family == "awq"):
+        raise CheckpointError("quantization_config.bits = %d: torch_grit reads 2, 3, 4 and 8 bits (GPTQ) and 2, "
+                              "4 and 8 bits (AWQ)" % cfg.bits, path, where, field="bits_unsupported", found=cfg.bits)
     for leaf, e, dt in (("qweight", qw, "I32"), ("qzeros", qz, "I32"), ("scales", sc, "F16")):
         if e.dtype != dt or len(e.shape) != 2:
             raise CheckpointError("%s is %s %s; the %s layout has a 2-D %s tensor there"
                                   % (leaf, e.dtype, list(e.shape), cfg.family.upper(), dt), path,
                                   prefix + "." + leaf, field=leaf, expected=dt, found=e.dtype)
-    per = 32 // cfg.bits
     groups, out_f = sc.shape
-    in_f = qw.shape[0] * per if cfg.family == "gptq" else qw.shape[0]
-    want_qw = [in_f // per, out_f] if cfg.family == "gptq" else [in_f, out_f // per]
-    if out_f % per or list(qw.shape) != want_qw:
+    in_f = (codes_in(qw.shape[0], cfg.bits) or 0) if cfg.family == "gptq" else qw.shape[0]
+    want_qw = [words_for(in_f, cfg.bits), out_f] if cfg.family == "gptq" else [in_f, words_for(out_f, cfg.bits)]
+    zero_words = words_for(out_f, cfg.bits)
+    if zero_words is None or list(qw.shape) != want_qw:
         raise CheckpointError("qweight is %s, but scales %s at %d bits need %s: the config's bits are not the "
                               "ones the planes hold, or the tensors disagree"
                               % (list(qw.shape), list(sc.shape), cfg.bits, want_qw), path, where, field="qweight",
                               expected=want_qw, found=list(qw.shape))
-    if list(qz.shape) != [groups, out_f // per]:
+    if list(qz.shape) != [groups, zero_words]:
         raise CheckpointError("qzeros is %s; scales %s need [%d, %d] at %d bits (quantization_config.bits): the "
                               "config's bits are not the ones the planes hold, or the tensors disagree"
-                              % (list(qz.shape), list(sc.shape), groups, out_f // per, cfg.bits),
-                              path, prefix + ".qzeros", field="qzeros", expected=[groups, out_f // per],
+                              % (list(qz.shape), list(sc.shape), groups, zero_words, cfg.bits),
+                              path, prefix + ".qzeros", field="qzeros", expected=[groups, zero_words],
                               found=list(qz.shape))
     if groups == 0 or in_f % groups:
         raise CheckpointError("%d input features do not split into %d groups" % (in_f, groups), path,

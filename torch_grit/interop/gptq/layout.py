@@ -27,7 +27,13 @@ groups are contiguous runs of the input axis, so the import permutes the inputs 
 point being the published group g's. The packed weight holds W' (its descriptor describes W'
 honestly) and the layer carries ``perm`` as its input permutation: ``x[..., perm] @ W'^T`` is
 ``x @ W^T``. A g_idx whose groups are not all ``group`` inputs long is refused.
-3-bit GPTQ packs codes across int32 words and is refused; 2, 4 and 8 bits are read.
+3-bit GPTQ (AutoGPTQ's packer: 32 codes in three int32 words, codes 10 and 21 straddling two
+words) is one little-endian bit stream per column, code i at bits 3i..3i+2 of it. GRIT v1 names
+no 3-bit element, so the codes and zero points are widened into u4 (values 0..7 of 0..15: the
+decode ``scale * (q - z)`` is the same number), and the scale rule, a 3-bit quantizer's, is
+declared as torch_grit's own: ``esr=custom:u3affineminmax`` (asymmetric) or
+``custom:u3ratiomaxabs`` (symmetric). The widening costs 4/3 of the code bytes.
+AWQ's GEMM packer has no 3-bit layout; 2, 4 and 8 bits are read from AWQ, 2, 3, 4 and 8 from GPTQ.
 """
 
 import numpy as np
@@ -45,10 +51,26 @@ class LayoutError(ValueError):
         self.field, self.expected, self.found = field, expected, found
 
 
+BITS = (2, 3, 4, 8)
+
+
 def grade_text(bits, group, sym):
-    """The GRIT grade of a GPTQ/AWQ layer (zero points as meant: zpc=asis)."""
+    """The GRIT grade of a GPTQ/AWQ layer (zero points as meant: zpc=asis); 3-bit codes are
+    carried in u4 with the 3-bit quantizer's scale rule named as torch_grit's (custom:)."""
     esr = "ratiomaxabs" if sym else "affineminmax"
+    if bits == 3:
+        return "grit1(e=u4,k0=%d,s0=binary16,zp=u4,esr=custom:u3%s)" % (group, esr)
     return "grit1(e=u%d,k0=%d,s0=binary16,zp=u%d,esr=%s)" % (bits, group, bits, esr)
+
+
+def codes_in(words, bits):
+    """How many ``bits``-bit codes ``words`` int32 words hold (None: not a whole number)."""
+    return None if (words * 32) % bits else words * 32 // bits
+
+
+def words_for(codes, bits):
+    """How many int32 words hold ``codes`` codes of ``bits`` bits (None: not a whole number)."""
+    return None if (codes * bits) % 32 else codes * bits // 32
 
 
 def input_perm(g_idx, in_f, group):
@@ -81,8 +103,23 @@ def input_perm(g_idx, in_f, group):
     return np.argsort(g_idx, kind="stable").astype(np.int64)
 
 
+def _unpack_stream(words, bits, axis):
+    """2-D int32 words -> codes, the words along ``axis`` read as one little-endian bit stream
+    (code i at bits bits*i .. bits*i+bits-1), for widths that do not divide 32."""
+    w = np.moveaxis(np.ascontiguousarray(words).view(np.uint32), axis, 0).astype(np.uint64)   # [words, m]
+    start = np.arange(w.shape[0] * 32 // bits, dtype=np.int64) * bits
+    word, off = start // 32, (start % 32).astype(np.uint64)[:, None]
+    nxt = np.minimum(word + 1, w.shape[0] - 1)       # a code that spills reads the next word's low bits
+    spill = (off + np.uint64(bits)) > np.uint64(32)
+    v = (w[word] >> off) | np.where(spill, w[nxt] << (np.uint64(32) - off), np.uint64(0))
+    codes = (v & np.uint64((1 << bits) - 1)).astype(np.uint8)     # [codes, m]
+    return np.ascontiguousarray(np.moveaxis(codes, 0, axis))
+
+
 def _unpack_words(words, bits, axis, order=None):
     """int32 words -> codes, ``32/bits`` per word along ``axis`` (0: rows, 1: columns)."""
+    if 32 % bits:
+        return _unpack_stream(words, bits, axis)
     per = 32 // bits
     w = np.ascontiguousarray(words).view(np.uint32)
     mask = np.uint32((1 << bits) - 1)
@@ -119,10 +156,9 @@ def planes(family, qweight, qzeros, scales, bits, g_idx=None, checkpoint_format=
     ``family`` is "gptq" or "awq"; arrays are numpy (int32 qweight/qzeros, float16 scales).
     Raises LayoutError naming the tensor that disagrees with the others.
     """
-    if bits not in (2, 4, 8):
-        raise LayoutError("%d-bit codes: torch_grit reads 2, 4 and 8 bits (3-bit GPTQ packs codes across "
-                          "int32 words, a layout GRIT's planes do not take apart)" % bits, "bits_unsupported", found=bits)
-    per = 32 // bits
+    if bits not in BITS or (bits == 3 and family == "awq"):
+        raise LayoutError("%d-bit codes: torch_grit reads 2, 3, 4 and 8 bits (GPTQ) and 2, 4 and 8 bits (AWQ)" % bits,
+                          "bits_unsupported", found=bits)
     for name, a in (("qweight", qweight), ("qzeros", qzeros)):
         if a.dtype != np.int32 or a.ndim != 2:
             raise LayoutError("%s is %s %s; the packers write a 2-D int32 tensor" % (name, a.dtype, list(a.shape)),
@@ -132,21 +168,22 @@ def planes(family, qweight, qzeros, scales, bits, g_idx=None, checkpoint_format=
                           % (scales.dtype, list(scales.shape)), "scales", found=str(scales.dtype))
     groups, out_f = scales.shape
     if family == "gptq":
-        in_f = qweight.shape[0] * per
-        want_qw = (in_f // per, out_f)
+        in_f = codes_in(qweight.shape[0], bits) or 0
+        want_qw = (words_for(in_f, bits), out_f)
     elif family == "awq":
         in_f = qweight.shape[0]
-        want_qw = (in_f, out_f // per)
+        want_qw = (in_f, words_for(out_f, bits))
     else:
         raise ValueError("family is gptq or awq; found %r" % family)
-    if out_f % per or tuple(qweight.shape) != want_qw:
+    zero_words = words_for(out_f, bits)
+    if zero_words is None or tuple(qweight.shape) != want_qw:
         raise LayoutError("qweight is %s; with scales %s (%d groups, %d outputs) the %s layout needs %s"
                           % (list(qweight.shape), list(scales.shape), groups, out_f, family.upper(), list(want_qw)),
                           "qweight", expected=list(want_qw), found=list(qweight.shape))
-    if tuple(qzeros.shape) != (groups, out_f // per):
-        raise LayoutError("qzeros is %s; scales %s need [%d, %d] (%d-bit zero points, %d per int32)"
-                          % (list(qzeros.shape), list(scales.shape), groups, out_f // per, bits, per),
-                          "qzeros", expected=[groups, out_f // per], found=list(qzeros.shape))
+    if tuple(qzeros.shape) != (groups, zero_words):
+        raise LayoutError("qzeros is %s; scales %s need [%d, %d] (%d-bit zero points packed in int32)"
+                          % (list(qzeros.shape), list(scales.shape), groups, zero_words, bits),
+                          "qzeros", expected=[groups, zero_words], found=list(qzeros.shape))
     if groups == 0 or in_f % groups:
         raise LayoutError("%d input features do not split into %d equal groups" % (in_f, groups), "scales",
                           found=groups)
@@ -162,7 +199,7 @@ def planes(family, qweight, qzeros, scales, bits, g_idx=None, checkpoint_format=
     z = _unpack_words(qzeros, bits, axis=1, order=order)          # [groups, out]
     if family == "gptq" and str(checkpoint_format or "gptq").lower() != "gptq_v2":
         z = ((z.astype(np.uint16) + 1) & ((1 << bits) - 1)).astype(np.uint8)
-    data = _pack_codes(np.ascontiguousarray(q.T), bits)           # rows = outputs
+    data = _pack_codes(np.ascontiguousarray(q.T), 4 if bits == 3 else bits)   # rows = outputs; 3 bits widened
     s0 = np.ascontiguousarray(scales.T).view(np.uint8).reshape(-1)   # (o, g) row-major, little-endian
     aux = np.ascontiguousarray(z.T).reshape(-1)
     return [data, s0, np.zeros(0, np.uint8), aux], (out_f, in_f), group

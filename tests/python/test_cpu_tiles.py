@@ -22,8 +22,9 @@ TILED_GRADES = ("MXFP4", "NVF4")
 
 
 def weight(grade="MXFP4", shape=(40, 96), seed=0, dtype=torch.float32):
+    """GRIT's row-major planes in memory (tile=False): the reference every tiled product equals."""
     g = torch.Generator().manual_seed(seed)
-    return torch_grit.quantize(torch.randn(*shape, generator=g).to(dtype), grade)
+    return torch_grit.quantize(torch.randn(*shape, generator=g).to(dtype), grade, tile=False)
 
 
 _AS_INT = {torch.float32: torch.int32, torch.bfloat16: torch.int16, torch.float16: torch.int16}
@@ -63,7 +64,7 @@ def test_tile_keeps_the_contract_and_changes_only_the_held_bytes(grade):
 
 @pytest.mark.parametrize("grade", TILED_GRADES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
-@pytest.mark.parametrize("batch", [1, 5])
+@pytest.mark.parametrize("batch", [1, 5, 64, 257])
 def test_every_product_gives_the_untiled_bits(grade, dtype, batch):
     w = weight(grade, shape=(37, 160), seed=1)
     t = w.tile()
@@ -143,11 +144,52 @@ def test_clone_detach_and_copy_between_layouts():
     assert not dst2.tiled and all(torch.equal(a, b) for a, b in zip(dst2.stored_planes, w.planes))
 
 
-def _model():
+def _model(tiled=False):
+    """MXFP4, Q4KS and NVF4 layers; by default with the tile layout undone (untile_)."""
     torch.manual_seed(6)
-    return nn.Sequential(GritLinear.from_linear(nn.Linear(64, 256), "MXFP4"), nn.GELU(),
-                         GritLinear.from_linear(nn.Linear(256, 32), "Q4KS"), nn.GELU(),
-                         GritLinear.from_linear(nn.Linear(32, 16), "NVF4"))
+    model = nn.Sequential(GritLinear.from_linear(nn.Linear(64, 256), "MXFP4"), nn.GELU(),
+                          GritLinear.from_linear(nn.Linear(256, 32), "Q4KS"), nn.GELU(),
+                          GritLinear.from_linear(nn.Linear(32, 16), "NVF4"))
+    if not tiled:
+        torch_grit.untile_(model)
+    return model
+
+
+def test_the_tile_layout_is_the_cpu_default(tmp_path):
+    g = torch.Generator().manual_seed(3)
+    w = torch.randn(40, 96, generator=g)
+    for grade, tiles in (("MXFP4", True), ("NVF4", True), ("Q4KS", False), ("I8S24", False)):
+        q = torch_grit.quantize(w if grade != "Q4KS" else torch.randn(8, 256, generator=g), grade)
+        assert q.tiled is tiles, grade
+    assert not torch_grit.quantize(w, "MXFP4", tile=False).tiled
+    with pytest.raises(ValueError, match="tile"):
+        torch_grit.quantize(torch.randn(8, 256), "Q4KS", tile=True)
+    assert GritLinear(96, 40, grade="NVF4").weight.tiled
+    assert GritLinear.from_packed(weight("MXFP4")).weight.tiled
+    s8 = GritLinear.from_linear(nn.Linear(96, 40), "MXFP4", activations="s8")
+    assert not s8.weight.tiled   # the s8 kernels read the planes
+    # quantize_ tiles what the layout takes, with the planes' bits
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 256), nn.GELU(), nn.Linear(256, 32), nn.GELU(), nn.Linear(32, 16))
+    float_copy = nn.Sequential(*[type(m)(m.in_features, m.out_features) if isinstance(m, nn.Linear) else m
+                                 for m in model])
+    float_copy.load_state_dict(model.state_dict())
+    torch_grit.quantize_(model, "MXFP4")
+    assert all(m.weight.tiled for m in model if isinstance(m, GritLinear))
+    x = torch.randn(300, 64)
+    torch_grit.quantize_(float_copy, "MXFP4")
+    assert torch_grit.untile_(float_copy) == ["0", "2", "4"]
+    assert same_bits(model(x), float_copy(x))
+    # load(model=) gives the default layout to a float model, and keeps an untiled model untiled
+    path = tmp_path / "m.safetensors"
+    torch_grit.save(_model(), path)
+    into_float = nn.Sequential(nn.Linear(64, 256), nn.GELU(), nn.Linear(256, 32), nn.GELU(), nn.Linear(32, 16))
+    torch_grit.load(path, model=into_float)
+    assert into_float[0].weight.tiled and into_float[4].weight.tiled and not into_float[2].weight.tiled
+    kept = _model()
+    torch_grit.load(path, model=kept)
+    assert not any(m.weight.tiled for m in kept if isinstance(m, GritLinear))
+    assert same_bits(into_float(x[:7]), kept(x[:7]))
 
 
 def test_tile_model_tiles_what_it_can_and_untile_model_undoes_it():

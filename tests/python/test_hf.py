@@ -116,6 +116,7 @@ def test_from_pretrained_builds_the_packed_model(bert_src, bert_dst):
     assert len(layers) == 2 * 6 + 1  # q, k, v, attention out, intermediate, output; the pooler
     assert all(isinstance(m.weight, GritTensor) and m.weight.device.type == "cpu"
                and not m.weight.requires_grad for m in layers)
+    assert not any(m.weight.tiled for m in layers)   # the planes as read (no copy); tile_(model) tiles
     assert isinstance(model.config.quantization_config, torch_grit.GritConfig)
     reference = hc.quantized_copy(BertModel, bert_src)
     assert torch.equal(_hidden(model), _hidden(reference))
@@ -143,6 +144,7 @@ def test_quantize_on_load_equals_quantize_(bert_src):
         model = AutoModel.from_pretrained(bert_src, quantization_config=cfg)
         reference = hc.quantized_copy(BertModel, bert_src, grade, **kwargs)
         assert _packed_layers(model) and torch.equal(_hidden(model), _hidden(reference)), grade
+        assert [m.weight.tiled for m in _packed_layers(model)] == [m.weight.tiled for m in _packed_layers(reference)]
         grades = [m.weight.grade_canonical for m in _packed_layers(model)]
         assert grades == [m.weight.grade_canonical for m in _packed_layers(reference)]
 

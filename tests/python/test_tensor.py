@@ -158,10 +158,10 @@ def test_cpu_detach_clone_deepcopy():
     assert W.cpu() is W and W.to("cpu") is W
     D = W.detach()
     assert isinstance(D, GritTensor) and D is not W
-    assert all(a.data_ptr() == b.data_ptr() for a, b in zip(D.planes, W.planes) if a.numel())
+    assert all(a.data_ptr() == b.data_ptr() for a, b in zip(D.stored_planes, W.stored_planes) if a.numel())
     for C in (W.clone(), copy.deepcopy(W)):
-        assert isinstance(C, GritTensor) and C.grade == W.grade
-        assert all(a.data_ptr() != b.data_ptr() for a, b in zip(C.planes, W.planes) if a.numel())
+        assert isinstance(C, GritTensor) and C.grade == W.grade and C.tiled == W.tiled
+        assert all(a.data_ptr() != b.data_ptr() for a, b in zip(C.stored_planes, W.stored_planes) if a.numel())
         assert all(torch.equal(a, b) for a, b in zip(C.planes, W.planes))
 
 

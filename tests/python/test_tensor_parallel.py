@@ -305,7 +305,7 @@ def test_the_product_over_out_features_runs_only_in_a_backward():
             return torch.zeros(3, 64)
 
     Grad.apply(torch.randn(3, 64, requires_grad=True)).backward()
-    assert torch.equal(out, torch.ops.grit.packed_linear_grad_input(g, *W.stored_planes, W.grade_canonical,
+    assert torch.equal(out, torch.ops.grit.packed_linear_grad_input(g, *W.planes, W.grade_canonical,
                                                                      list(W.logical_shape)))
 
 

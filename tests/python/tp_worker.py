@@ -34,9 +34,11 @@ def mlp(grade, world, tile=False):
     """in 256 -> hidden (256 per rank, so every grade's groups and super-blocks split) -> 128."""
     torch.manual_seed(0)
     m = nn.Sequential(nn.Linear(256, 256 * world), nn.ReLU(), nn.Linear(256 * world, 128))
-    torch_grit.quantize_(m, grade)
+    torch_grit.quantize_(m, grade)   # MXFP4 / NVF4 come back tiled on CPU: the default
     if tile:
         torch_grit.tile_(m)
+    else:
+        torch_grit.untile_(m)
     return m
 
 

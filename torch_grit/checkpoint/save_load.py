@@ -368,8 +368,8 @@ def fill_model(model, state, strict):
     for module, w, perm in swaps:
         device = module.weight.device
         new = GritLinear.from_packed(w if w.device == device else w.to(device), input_perm=perm)
-        if isinstance(module, GritLinear) and module.weight.tiled and new.weight.can_tile:
-            new.tile_()  # a layer held in the CPU tile layout stays in it
+        if isinstance(module, GritLinear) and not module.weight.tiled and new.weight.tiled:
+            new.untile_()  # a layer its owner untiled keeps GRIT's planes in memory
         new.bias = module.bias  # the same Parameter: optimizers and ties keep pointing at it
         built[id(module)] = new
     for parent in model.modules():

@@ -222,7 +222,15 @@ class GritLinear(nn.Linear):
             layer.bias = nn.Parameter(bias.detach().clone(), requires_grad=bias.requires_grad)
         layer.activations = None
         layer.set_input_perm_(input_perm)
-        return layer.set_activations_(activations)
+        return layer.set_activations_(activations)._tile_by_default()
+
+    def _tile_by_default(self):
+        """The CPU tile layout where it applies (a whole weight on CPU that ``can_tile``, float
+        activations): the layer's default; ``untile_()`` undoes it. Returns self."""
+        w = self.weight
+        if isinstance(w, GritTensor) and not w.tiled and self.activations is None and w.can_tile:
+            self.weight = nn.Parameter(w.tile(), requires_grad=False)
+        return self
 
     @property
     def packed_weight(self):

@@ -481,8 +481,14 @@ def fit_error(shape, grade, name="weight"):
     return None
 
 
-def quantize(w, grade, name="weight"):
+def quantize(w, grade, name="weight", *, tile=None):
     """Pack a 2-D float weight ``[out, in]`` to ``grade``; returns a GritTensor.
+
+    On CPU a weight the tile layout holds (``can_tile``: MXFP4, NVF4 and their siblings)
+    comes back tiled, the kernels' fast layout (``tile=None``, the default); ``tile=False``
+    keeps GRIT's row-major planes in memory, ``tile=True`` insists (ValueError if it cannot).
+    Saves, ``state_dict``, ``planes``, ``dequantize`` and the descriptor see GRIT's planes
+    either way.
 
     ``grade`` is a Grade, a canonical string, a reference name ("MXFP4") or
     another named grade ("U4Z_G128", "S8_CHANNEL": torch_grit.contract.grade_names).
@@ -504,7 +510,10 @@ def quantize(w, grade, name="weight"):
         raise ValueError(reason)
     grade = grade_for(grade, tuple(w.shape))
     planes = torch.ops.grit.quantize(w.detach().contiguous(), grade.canonical)
-    return GritTensor.from_planes(planes, grade, tuple(w.shape), dtype=w.dtype, name=name)
+    out = GritTensor.from_planes(planes, grade, tuple(w.shape), dtype=w.dtype, name=name)
+    if tile or (tile is None and out.can_tile):
+        out = out.tile()
+    return out
 
 
 # A pickle names a class by module and name, and torch.load(weights_only=True)

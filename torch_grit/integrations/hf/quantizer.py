@@ -93,6 +93,8 @@ class GritDeserialize(ConversionOps):
             raise CheckpointError("transformers did not read %s" % ", ".join(missing), tensor=u.name)
         w = GritTensor.from_planes(planes, u.grade, u.shape, DTYPES_BY_NAME[u.dtype],
                                    placement=tuple(u.descriptor.placement), name=u.name)
+        # The planes stay as transformers read them, uncopied (the load costs about the folder's
+        # size: test_peak_memory_stays_near_the_packed_size); torch_grit.tile_(model) tiles after.
         return {self.name: nn.Parameter(w, requires_grad=False)}
 
 

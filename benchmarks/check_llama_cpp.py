@@ -101,6 +101,21 @@ def main(argv=None):
         with torch.no_grad():
             ours[path] = model(torch.tensor([ids])).logits[0].float().numpy()
         job["llama"].append({"path": path, "ids": ids, "grade": grade})
+    # a Qwen2 (q/k/v biases, neox rope: rows kept) with tied embeddings
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+    torch.manual_seed(1)
+    qwen = Qwen2ForCausalLM(Qwen2Config(vocab_size=512, hidden_size=256, intermediate_size=512,
+                                        num_hidden_layers=2, num_attention_heads=8, num_key_value_heads=2,
+                                        max_position_embeddings=64, tie_word_embeddings=True)).eval()
+    with torch.no_grad():
+        for p in qwen.parameters():
+            p.mul_(4.0 if p.dim() == 2 else 1.0)
+    tg.quantize_(qwen, "MXFP4")
+    path = os.path.join(tmp, "qwen2-MXFP4.gguf")
+    tg.save(qwen, path, tokenizer=tok)
+    with torch.no_grad():
+        ours[path] = qwen(torch.tensor([ids])).logits[0].float().numpy()
+    job["llama"].append({"path": path, "ids": ids, "grade": "qwen2, tied embeddings: MXFP4"})
     # the control: the same MXFP4 model with q and k left in Hugging Face's row order
     from torch_grit.interop.gguf import llama_cpp
     model = _llama_model(0)

@@ -87,8 +87,19 @@ std::tuple<at::Tensor, at::Tensor> untile_nibbles_cpu(const at::Tensor& tdata, c
   at::Tensor d = at::empty({n * db}, tdata.options());
   at::Tensor s = at::empty({n * sb}, tdata.options());
   if (n > 0 && k > 0) {
-    grit::cpu::untile_plane(tdata.const_data_ptr<uint8_t>(), db, 0, n, d.mutable_data_ptr<uint8_t>());
-    grit::cpu::untile_plane(tscale0.const_data_ptr<uint8_t>(), sb, 0, n, s.mutable_data_ptr<uint8_t>());
+    // Whole 16-row tiles per thread: each output row is written by one thread, byte for byte
+    // what one pass writes (dequantize of a tiled weight untiles first: this is on its path).
+    const uint8_t* td = tdata.const_data_ptr<uint8_t>();
+    const uint8_t* ts = tscale0.const_data_ptr<uint8_t>();
+    uint8_t* dp = d.mutable_data_ptr<uint8_t>();
+    uint8_t* sp = s.mutable_data_ptr<uint8_t>();
+    const int64_t rows = grit::cpu::kLinearTileRows;
+    at::parallel_for(0, (n + rows - 1) / rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(db, 1)),
+                     [&](int64_t b, int64_t e) {
+      const int64_t r0 = b * rows, r1 = std::min(n, e * rows);
+      grit::cpu::untile_plane(td, db, r0, r1, dp + r0 * db);
+      grit::cpu::untile_plane(ts, sb, r0, r1, sp + r0 * sb);
+    });
   }
   return {d, s};
 }

@@ -285,3 +285,20 @@ def test_export_of_a_tiled_model_calls_the_tiled_op_and_equals_eager():
         for b in (3, 1, 17):
             x = torch.randn(b, 64)
             assert same_bits(exported(x), model(x))
+
+
+@pytest.mark.parametrize("grade", TILED_GRADES)
+def test_untiling_in_parallel_gives_the_planes_on_every_thread_count(grade):
+    """untile_nibbles splits the rows over threads in whole tiles: a ragged last tile, 1 and 2
+    threads, the planes quantize wrote, byte for byte (dequantize of a tiled weight untiles)."""
+    w = torch.randn(1000 + 7, 256, generator=torch.Generator().manual_seed(9))
+    planes = torch_grit.quantize(w, grade, tile=False).planes
+    tiled = torch_grit.quantize(w, grade)
+    before = torch.get_num_threads()
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            assert all(torch.equal(a, b) for a, b in zip(tiled.planes, planes)), threads
+            assert same_bits(tiled.dequantize(), torch_grit.quantize(w, grade, tile=False).dequantize())
+    finally:
+        torch.set_num_threads(before)

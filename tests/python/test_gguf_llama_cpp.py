@@ -144,16 +144,44 @@ def test_reordered_rows_under_ggmls_rope_give_hf_ropes_queries(llama_file):
     assert torch.allclose(ours, expect, atol=1e-5, rtol=1e-5)
 
 
-def test_tied_embeddings_write_no_output_tensor_and_no_tokenizer_writes_vocab_none(tmp_path):
+def test_a_tied_head_is_left_to_token_embd_only_while_it_is_the_embedding(tmp_path):
+    """llama.cpp multiplies by token_embd when output.weight is absent. A head that is still the
+    embedding (one storage) is left out; a head quantize_ packed is no longer the embedding,
+    whatever the config says, and is written."""
     model = _llama()
     model.config.tie_word_embeddings = True
     model.tie_weights()
-    tg.quantize_(model, "MXFP4")
+    tg.quantize_(model, "MXFP4", filter_fn=lambda m, fqn: fqn != "lm_head")
     path = str(tmp_path / "tied.gguf")
     tg.save(model, path)
     tensors, kv = _read(path)
     assert "output.weight" not in tensors and "token_embd.weight" in tensors
-    assert kv["tokenizer.ggml.model"] == "none" and kv["llama.vocab_size"] == 320
+    assert kv["tokenizer.ggml.model"] == "none" and kv["llama.vocab_size"] == 320   # no tokenizer given
+    model = _llama()
+    model.config.tie_word_embeddings = True
+    model.tie_weights()
+    tg.quantize_(model, "MXFP4")
+    tg.save(model, path)
+    tensors, _ = _read(path)
+    assert tensors["output.weight"].tensor_type == gguf.GGMLQuantizationType.MXFP4
+
+
+def test_qwen2_keeps_its_rows_and_biases(tmp_path):
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+    config = Qwen2Config(vocab_size=320, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                         tie_word_embeddings=True)
+    torch.manual_seed(0)
+    model = Qwen2ForCausalLM(config).eval()
+    tg.quantize_(model, "MXFP4")
+    path = str(tmp_path / "qwen2.gguf")
+    tg.save(model, path)
+    tensors, kv = _read(path)
+    assert kv["general.architecture"] == "qwen2" and kv["qwen2.attention.head_count_kv"] == 2
+    assert "blk.1.attn_q.bias" in tensors and "output.weight" in tensors   # the packed head
+    q = model.model.layers[1].self_attn.q_proj
+    assert _same(_decode(tensors["blk.1.attn_q.weight"]), q.weight.dequantize())   # neox rope: rows kept
+    assert torch.equal(_decode(tensors["blk.1.attn_q.bias"]), q.bias.detach().float())
 
 
 @pytest.fixture(scope="module")

@@ -16,9 +16,16 @@ import os
 import numpy as np
 
 # Hugging Face model_type -> (gguf MODEL_ARCH member, whether q/k rows are reordered for rope)
-ARCHES = {"llama": ("LLAMA", True), "mistral": ("LLAMA", True), "bert": ("BERT", False)}
+ARCHES = {"llama": ("LLAMA", True), "mistral": ("LLAMA", True), "qwen2": ("QWEN2", False),
+          "bert": ("BERT", False)}
 LAYOUTS = ("auto", "llama.cpp", "source")
 POOLING = {"mean": "MEAN", "cls": "CLS", "last": "LAST", "none": "NONE"}
+
+
+def _same_storage(a, b):
+    import torch
+    plain = [isinstance(t, torch.Tensor) and type(t) is torch.Tensor for t in (a, b)]
+    return all(plain) and a.shape == b.shape and a.data_ptr() == b.data_ptr()
 
 
 def _refuse(message):
@@ -58,6 +65,7 @@ class Layout:
         self.names = gguf.get_tensor_name_map(self.arch, n_blocks)
         self.tokenizer, self.pooling = tokenizer, pooling
         self.kind = cfg.get("model_type")
+        self.tied_head = False
 
     # -- names -----------------------------------------------------------------------------------
     def _dropped(self, name):
@@ -65,9 +73,15 @@ class Layout:
             return True
         if self.kind == "bert":   # llama.cpp's BERT graph is the encoder: no pooler, no MLM / NSP heads
             return name.startswith(("pooler.", "cls."))
-        if name == "lm_head.weight" and self.cfg.get("tie_word_embeddings"):
+        if name == "lm_head.weight" and self.tied_head:
             return True   # tied: llama.cpp reads token_embd when output.weight is absent
         return False
+
+    def see(self, state):
+        """Note what the state dict says beyond the config: a head tied to the embedding is one
+        tensor (the same storage), not a packed copy that the config still calls tied."""
+        head, embed = state.get("lm_head.weight"), state.get("model.embed_tokens.weight")
+        self.tied_head = bool(self.cfg.get("tie_word_embeddings")) and _same_storage(head, embed)
 
     def rename(self, name):
         """The GGUF name of state-dict tensor ``name``, or None when llama.cpp has no use for it."""

@@ -65,9 +65,10 @@ libtorch-example: sysdeps $(VENV)/.deps
 # for FUZZ_SHORT seconds so a regression shows in CI.
 FUZZERS := fuzz_check fuzz_grade fuzz_decode
 # The Python readers a stranger's file reaches (safetensors: load + scan; GGUF:
-# the scan; GGUF import: torch_grit.load) under atheris, libFuzzer for CPython (tests/fuzz/pyfuzz.py says how
+# the scan; GGUF import: torch_grit.load; GGUF export: a folder's config.json and
+# tokenizer files) under atheris, libFuzzer for CPython (tests/fuzz/pyfuzz.py says how
 # -malloc_limit_mb is honoured there); build/fuzz/<name> is a launcher.
-FUZZERS += fuzz_safetensors fuzz_gguf fuzz_gguf_import
+FUZZERS += fuzz_safetensors fuzz_gguf fuzz_gguf_import fuzz_gguf_export
 FUZZ_SECONDS ?= 60
 FUZZ_SHORT ?= 10
 FUZZ_FLAGS := -std=c++17 -O1 -g -ffp-contract=off -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Icsrc

@@ -191,6 +191,42 @@ def reader_seeds(out):
             tg.save({"blk.0.ffn_down.weight": w, "output_norm.weight": torch.ones(8)}, path)
             with open(os.path.join(import_dir, "ours_%s" % tg.Grade(grade).id), "wb") as f:
                 f.write(b"\0" + _read(path))
+    export_seeds(os.path.join(out, "fuzz_gguf_export"))
+
+
+def export_seeds(folder):
+    """fuzz_gguf_export: a flag byte, a u16 length and config.json, then tokenizer.json (and, with
+    flag bit 1, a u16 length before it and tokenizer_config.json after): a Llama config with a
+    byte-level BPE and a WordPiece tokenizer trained here, small."""
+    import json
+    import struct
+
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    os.makedirs(folder, exist_ok=True)
+    config = json.dumps({"model_type": "llama", "num_hidden_layers": 1, "hidden_size": 64,
+                         "intermediate_size": 128, "num_attention_heads": 2, "num_key_value_heads": 1,
+                         "max_position_embeddings": 32, "rms_norm_eps": 1e-6, "vocab_size": 64,
+                         "rope_theta": 10000.0}).encode()
+    text = ["a packed weight carries its contract"] * 4
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    bpe.train_from_iterator(text, trainers.BpeTrainer(vocab_size=40, special_tokens=["<s>"], show_progress=False))
+    wp = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    wp.pre_tokenizer = pre_tokenizers.Whitespace()
+    wp.train_from_iterator(text, trainers.WordPieceTrainer(vocab_size=40, special_tokens=["[UNK]", "[CLS]"],
+                                                           show_progress=False))
+    tok_cfg = json.dumps({"bos_token": "<s>", "add_bos_token": True}).encode()
+    for name, tok in (("bpe", bpe), ("wordpiece", wp)):
+        body = tok.to_str().encode()
+        with open(os.path.join(folder, name), "wb") as f:
+            f.write(bytes([1]) + struct.pack("<H", len(config)) + config + body)
+        with open(os.path.join(folder, name + "_with_config"), "wb") as f:
+            f.write(bytes([3]) + struct.pack("<H", len(config)) + config + struct.pack("<H", len(body)) + body
+                    + tok_cfg)
+    with open(os.path.join(folder, "no_tokenizer"), "wb") as f:
+        f.write(bytes([0]) + struct.pack("<H", len(config)) + config)
 
 
 if __name__ == "__main__":

@@ -45,10 +45,18 @@ def config_dict(config):
     raise TypeError("config: a transformers config, a dict or a path; found %s" % type(config).__name__)
 
 
-def _need(cfg, *keys):
+def _need(cfg, *keys, kind=int):
+    """The first of ``keys`` the config has, as a positive int (or a positive finite float)."""
     for k in keys:
-        if cfg.get(k) is not None:
-            return cfg[k]
+        v = cfg.get(k)
+        if v is None:
+            continue
+        ok = (type(v) is int if kind is int else isinstance(v, (int, float)) and not isinstance(v, bool)) \
+            and 0 < v < float("inf")
+        if not ok:
+            _refuse("config.json: %s is %r; llama.cpp's hyperparameter is a positive %s"
+                    % (k, v, "integer" if kind is int else "number"))
+        return kind(v)
     _refuse("config.json has none of %s, which llama.cpp's %s hyperparameters need"
             % ("/".join(keys), cfg.get("model_type")))
 
@@ -107,7 +115,7 @@ class Layout:
         if name.endswith(("q_proj.weight", "q_proj.bias")):
             heads = _need(self.cfg, "num_attention_heads")
         elif name.endswith(("k_proj.weight", "k_proj.bias")):
-            heads = self.cfg.get("num_key_value_heads") or _need(self.cfg, "num_attention_heads")
+            heads = _need(self.cfg, "num_key_value_heads", "num_attention_heads")
         else:
             return None
         if rows % (2 * heads):
@@ -118,35 +126,39 @@ class Layout:
     def write_kv(self, w):
         cfg = self.cfg
         w.add_block_count(self.n_blocks)
-        w.add_context_length(int(_need(cfg, "max_position_embeddings")))
-        w.add_embedding_length(int(_need(cfg, "hidden_size")))
-        w.add_feed_forward_length(int(_need(cfg, "intermediate_size")))
-        heads = int(_need(cfg, "num_attention_heads"))
+        w.add_context_length(_need(cfg, "max_position_embeddings"))
+        w.add_embedding_length(_need(cfg, "hidden_size"))
+        w.add_feed_forward_length(_need(cfg, "intermediate_size"))
+        heads = _need(cfg, "num_attention_heads")
         w.add_head_count(heads)
         if self.kind == "bert":
-            w.add_layer_norm_eps(float(_need(cfg, "layer_norm_eps")))
+            w.add_layer_norm_eps(_need(cfg, "layer_norm_eps", kind=float))
             w.add_causal_attention(False)
-            w.add_token_type_count(int(cfg.get("type_vocab_size") or 1))
+            w.add_token_type_count(_need(dict(cfg, type_vocab_size=cfg.get("type_vocab_size") or 1),
+                                         "type_vocab_size"))
             if self.pooling is not None:
                 import gguf
                 w.add_pooling_type(gguf.PoolingType[POOLING[self.pooling]])
         else:
-            w.add_head_count_kv(int(cfg.get("num_key_value_heads") or heads))
-            w.add_layer_norm_rms_eps(float(_need(cfg, "rms_norm_eps")))
-            w.add_vocab_size(int(_need(cfg, "vocab_size")))
+            w.add_head_count_kv(_need(cfg, "num_key_value_heads", "num_attention_heads"))
+            w.add_layer_norm_rms_eps(_need(cfg, "rms_norm_eps", kind=float))
+            w.add_vocab_size(_need(cfg, "vocab_size"))
             rope = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
+            if not isinstance(rope, dict):
+                _refuse("config.json: rope parameters %r are not an object" % (rope,))
             kind = rope.get("rope_type", rope.get("type", "default"))
             if kind not in ("default", None):
                 _refuse("config.json: rope_type %r; this export writes llama.cpp's plain rope only" % kind)
-            theta = rope.get("rope_theta", cfg.get("rope_theta"))
-            if theta is not None:
-                w.add_rope_freq_base(float(theta))
-            head_dim = cfg.get("head_dim") or int(cfg["hidden_size"]) // heads
-            w.add_rope_dimension_count(int(head_dim))
+            if rope.get("rope_theta", cfg.get("rope_theta")) is not None:
+                w.add_rope_freq_base(_need(dict(rope_theta=rope.get("rope_theta", cfg.get("rope_theta"))),
+                                           "rope_theta", kind=float))
+            head_dim = _need(cfg, "head_dim") if cfg.get("head_dim") is not None else \
+                _need(cfg, "hidden_size") // heads
+            w.add_rope_dimension_count(head_dim)
             if cfg.get("head_dim") is not None:
-                w.add_key_length(int(head_dim))
-                w.add_value_length(int(head_dim))
-        write_vocab(w, self.tokenizer, self.kind, int(_need(cfg, "vocab_size")))
+                w.add_key_length(head_dim)
+                w.add_value_length(head_dim)
+        write_vocab(w, self.tokenizer, self.kind, _need(cfg, "vocab_size"))
 
 
 def plan(config, layout="auto", tokenizer=None, pooling=None):
@@ -159,15 +171,17 @@ def plan(config, layout="auto", tokenizer=None, pooling=None):
         return None
     if cfg is None:
         _refuse("layout='llama.cpp' needs the model's config (a Hugging Face model, config=, or a folder)")
+    if not isinstance(cfg, dict):
+        _refuse("config.json holds a %s, not an object" % type(cfg).__name__)
     kind = cfg.get("model_type")
-    if kind not in ARCHES:
+    if not isinstance(kind, str) or kind not in ARCHES:
         if layout == "auto":
             return None
         _refuse("model_type %r: llama.cpp's layout is written for %s" % (kind, ", ".join(sorted(ARCHES))))
     if pooling is not None and pooling not in POOLING:
         raise ValueError("pooling is one of %s; found %r" % (sorted(POOLING), pooling))
     arch, reorder = ARCHES[kind]
-    return Layout(cfg, arch, reorder, int(_need(cfg, "num_hidden_layers")), tokenizer, pooling)
+    return Layout(cfg, arch, reorder, _need(cfg, "num_hidden_layers"), tokenizer, pooling)
 
 
 # -- vocab ---------------------------------------------------------------------------------------
@@ -182,6 +196,36 @@ def tokenizer_folder(tokenizer, tmp):
         tokenizer.save_pretrained(tmp)
         return tmp
     raise TypeError("tokenizer: a folder or a transformers tokenizer; found %s" % type(tokenizer).__name__)
+
+
+def _tokenizer_parts(doc, path):
+    """(model, {id: added token}, {text: id}) of a tokenizer.json, each checked for its type:
+    a refusal naming the field, never a KeyError from a stranger's file."""
+    model = doc.get("model") if isinstance(doc, dict) else None
+    if not isinstance(model, dict):
+        _refuse("tokenizer %s: no \"model\" object" % path)
+    vocab = model.get("vocab")
+    if not isinstance(vocab, dict) or not all(isinstance(k, str) and type(v) is int for k, v in vocab.items()):
+        _refuse("tokenizer %s: model.vocab is not an object of token -> integer id (a %s model?)"
+                % (path, model.get("type")))
+    added = doc.get("added_tokens") or []
+    if not isinstance(added, list) or not all(
+            isinstance(t, dict) and type(t.get("id")) is int and isinstance(t.get("content"), str) for t in added):
+        _refuse("tokenizer %s: added_tokens is not a list of {id, content}" % path)
+    special = {t["id"]: t for t in added}
+    vocab = dict(vocab)
+    for i, t in special.items():
+        vocab.setdefault(t["content"], i)
+    return model, special, vocab
+
+
+def _third_party(what, path, fn):
+    """gguf-py's readers of a tokenizer folder (SpecialVocab, LlamaHfVocab) over a stranger's
+    files: what they raise on a malformed one becomes a refusal naming the folder."""
+    try:
+        return fn()
+    except (OSError, ValueError, TypeError, KeyError, IndexError, AttributeError) as e:
+        _refuse("tokenizer %s: gguf-py's %s could not read it (%s: %s)" % (path, what, type(e).__name__, e))
 
 
 def write_vocab(w, folder, kind, n_vocab):
@@ -204,11 +248,7 @@ def write_vocab(w, folder, kind, n_vocab):
             doc = json.load(f)
     except (OSError, ValueError) as e:
         _refuse("tokenizer %s: %s (the export reads a Hugging Face tokenizer.json)" % (folder, e))
-    model = doc.get("model") or {}
-    special = {t["id"]: t for t in doc.get("added_tokens") or []}
-    vocab = dict(model.get("vocab") or {})
-    for i, t in special.items():
-        vocab.setdefault(t["content"], i)
+    model, special, vocab = _tokenizer_parts(doc, path)
     if sorted(vocab.values()) != list(range(len(vocab))):
         _refuse("tokenizer %s: token ids are not 0..%d without gaps" % (path, len(vocab) - 1))
     if len(vocab) > n_vocab:
@@ -234,12 +274,14 @@ def write_vocab(w, folder, kind, n_vocab):
         w.add_tokenizer_pre("gpt-2")
         merges = True
     elif kind_of == "BPE" and model.get("byte_fallback"):
-        hf = gguf.vocab.LlamaHfVocab(Path(folder))
         tokens, scores, types = [], [], []
-        for text, score, ty in hf.all_tokens():
-            tokens.append(text.decode("utf-8") if isinstance(text, bytes) else text)
+        for text, score, ty in _third_party("LlamaHfVocab", folder,
+                                            lambda: list(gguf.vocab.LlamaHfVocab(Path(folder)).all_tokens())):
+            tokens.append(text.decode("utf-8", "replace") if isinstance(text, bytes) else text)
             scores.append(score)
             types.append(ty)
+        if len(tokens) > n_vocab:
+            _refuse("tokenizer %s has %d tokens; the model's embedding has %d rows" % (path, len(tokens), n_vocab))
         w.add_tokenizer_model("llama")
         w.add_token_scores(scores + [-1000.0] * (n_vocab - len(tokens)))
     else:
@@ -250,4 +292,6 @@ def write_vocab(w, folder, kind, n_vocab):
         types.append(gguf.TokenType.UNUSED)
     w.add_token_list(tokens)
     w.add_token_types(types)
-    gguf.SpecialVocab(folder, load_merges=merges, n_vocab=n_vocab).add_to_gguf(w, quiet=True)
+    special_vocab = _third_party("SpecialVocab", folder,
+                                 lambda: gguf.SpecialVocab(folder, load_merges=merges, n_vocab=n_vocab))
+    special_vocab.add_to_gguf(w, quiet=True)

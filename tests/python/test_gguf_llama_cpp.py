@@ -263,3 +263,27 @@ def test_auto_layout_keeps_source_names_for_an_architecture_it_does_not_know(tmp
     tg.save(model, path, config=dict(model.config.to_dict(), model_type="gpt_neox"))
     tensors, kv = _read(path)
     assert kv["general.architecture"] == "torch_grit" and "model.layers.0.self_attn.q_proj.weight" in tensors
+
+
+@pytest.mark.parametrize("config_change,tokenizer,match", [
+    ({"num_hidden_layers": 10 ** 40}, None, "num_hidden_layers"),          # fuzz_gguf_export's finds
+    ({"rms_norm_eps": 1e300}, None, "rms_norm_eps is 1e\\+300"),
+    ({"hidden_size": "128"}, None, "hidden_size is '128'"),
+    ({}, {"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}, "decoder": {"type": "ByteLevel"},
+          "pre_tokenizer": {"type": "ByteLevel"}}, "no merges"),
+    ({}, {"model": {"type": "BPE", "vocab": ["a"]}}, "model.vocab is not an object"),
+    ({}, {"model": {"type": "WordPiece", "vocab": {"a": 0}}, "added_tokens": [{"id": "0"}]}, "added_tokens"),
+    ({}, [], "no \"model\" object"),
+])
+def test_a_malformed_config_or_tokenizer_is_refused_naming_the_field(tmp_path, config_change, tokenizer, match):
+    model = _llama()
+    tg.quantize_(model, "MXFP4")
+    tok_dir = None
+    if tokenizer is not None:
+        tok_dir = tmp_path / "tok"
+        tok_dir.mkdir()
+        (tok_dir / "tokenizer.json").write_text(json.dumps(tokenizer))
+    path = tmp_path / "m.gguf"
+    with pytest.raises(ValueError, match=match) as e:
+        tg.save(model, str(path), config=dict(model.config.to_dict(), **config_change), tokenizer=tok_dir)
+    assert "nothing was written" in str(e.value) and not path.exists()

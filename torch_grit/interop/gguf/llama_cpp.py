@@ -45,17 +45,24 @@ def config_dict(config):
     raise TypeError("config: a transformers config, a dict or a path; found %s" % type(config).__name__)
 
 
+INT_MAX = 2 ** 31 - 1                   # GGUF's uint32 / int32 keys
+FLOAT_MAX = 3.4028234663852886e38       # its float32 keys
+
+
 def _need(cfg, *keys, kind=int):
-    """The first of ``keys`` the config has, as a positive int (or a positive finite float)."""
+    """The first of ``keys`` the config has: a positive int up to 2^31 - 1, or (kind=float) a
+    positive number a float32 holds."""
     for k in keys:
         v = cfg.get(k)
         if v is None:
             continue
-        ok = (type(v) is int if kind is int else isinstance(v, (int, float)) and not isinstance(v, bool)) \
-            and 0 < v < float("inf")
+        if kind is int:
+            ok = type(v) is int and 0 < v <= INT_MAX
+        else:
+            ok = isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v <= FLOAT_MAX
         if not ok:
-            _refuse("config.json: %s is %r; llama.cpp's hyperparameter is a positive %s"
-                    % (k, v, "integer" if kind is int else "number"))
+            _refuse("config.json: %s is %r; llama.cpp's hyperparameter is a positive %s a GGUF %s holds"
+                    % (k, v, "integer" if kind is int else "number", "int32" if kind is int else "float32"))
         return kind(v)
     _refuse("config.json has none of %s, which llama.cpp's %s hyperparameters need"
             % ("/".join(keys), cfg.get("model_type")))
@@ -161,9 +168,11 @@ class Layout:
         write_vocab(w, self.tokenizer, self.kind, _need(cfg, "vocab_size"))
 
 
-def plan(config, layout="auto", tokenizer=None, pooling=None):
+def plan(config, layout="auto", tokenizer=None, pooling=None, n_tensors=None):
     """llama.cpp's layout for a model with this config, or None (``layout="source"``, or "auto"
-    with no config / an architecture this module does not know)."""
+    with no config / an architecture this module does not know). ``n_tensors``: how many tensors
+    the state dict holds (a block count beyond it is refused before gguf-py sizes a name map
+    by it)."""
     if layout not in LAYOUTS:
         raise ValueError("layout is one of %s; found %r" % (LAYOUTS, layout))
     cfg = config_dict(config)
@@ -181,7 +190,11 @@ def plan(config, layout="auto", tokenizer=None, pooling=None):
     if pooling is not None and pooling not in POOLING:
         raise ValueError("pooling is one of %s; found %r" % (sorted(POOLING), pooling))
     arch, reorder = ARCHES[kind]
-    return Layout(cfg, arch, reorder, _need(cfg, "num_hidden_layers"), tokenizer, pooling)
+    blocks = _need(cfg, "num_hidden_layers")
+    if n_tensors is not None and blocks > n_tensors:
+        _refuse("config.json: num_hidden_layers = %d, but the state dict holds %d tensors (every block "
+                "has its own)" % (blocks, n_tensors))
+    return Layout(cfg, arch, reorder, blocks, tokenizer, pooling)
 
 
 # -- vocab ---------------------------------------------------------------------------------------
@@ -270,6 +283,8 @@ def write_vocab(w, folder, kind, n_vocab):
         if pre.get("type") != "ByteLevel" or not pre.get("use_regex", True):
             _refuse("tokenizer %s: pre-tokenizer %s; llama.cpp's pre-tokenizers are named by the source model, "
                     "and this export names only GPT-2's byte-level one" % (path, pre.get("type")))
+        if not isinstance(model.get("merges"), list) or not model["merges"]:
+            _refuse("tokenizer %s: a byte-level BPE model with no merges; llama.cpp's BPE vocab needs them" % path)
         w.add_tokenizer_model("gpt2")
         w.add_tokenizer_pre("gpt-2")
         merges = True

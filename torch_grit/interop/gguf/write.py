@@ -106,7 +106,7 @@ def save_gguf(obj, path, *, arch=None, names=None, metadata=None, layout="auto",
         raise TypeError("save() takes an nn.Module or a state dict; found %s" % type(obj).__name__)
     if config is None and isinstance(obj, nn.Module):
         config = getattr(obj, "config", None)
-    conv = llama_cpp.plan(config, layout, tokenizer, pooling)
+    conv = llama_cpp.plan(config, layout, tokenizer, pooling, n_tensors=len(state))
     if conv is not None:
         conv.see(state)
     if conv is not None and (names or arch):

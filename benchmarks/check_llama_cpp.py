@@ -116,6 +116,22 @@ def main(argv=None):
     with torch.no_grad():
         ours[path] = qwen(torch.tensor([ids])).logits[0].float().numpy()
     job["llama"].append({"path": path, "ids": ids, "grade": "qwen2, tied embeddings: MXFP4"})
+    # a Qwen3 (q/k norms, head_dim 64 with 8 heads of a 256 model: q is 512 rows)
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+    torch.manual_seed(2)
+    qwen3 = Qwen3ForCausalLM(Qwen3Config(vocab_size=512, hidden_size=256, intermediate_size=512,
+                                         num_hidden_layers=2, num_attention_heads=8, num_key_value_heads=2,
+                                         head_dim=64, max_position_embeddings=64,
+                                         tie_word_embeddings=False)).eval()
+    with torch.no_grad():
+        for p in qwen3.parameters():
+            p.mul_(4.0 if p.dim() == 2 else 1.0)
+    tg.quantize_(qwen3, "MXFP4")
+    path = os.path.join(tmp, "qwen3-MXFP4.gguf")
+    tg.save(qwen3, path, tokenizer=tok)
+    with torch.no_grad():
+        ours[path] = qwen3(torch.tensor([ids])).logits[0].float().numpy()
+    job["llama"].append({"path": path, "ids": ids, "grade": "qwen3, head_dim 64: MXFP4"})
     # the control: the same MXFP4 model with q and k left in Hugging Face's row order
     from torch_grit.interop.gguf import llama_cpp
     model = _llama_model(0)

@@ -173,15 +173,34 @@ def test_qwen2_keeps_its_rows_and_biases(tmp_path):
                          tie_word_embeddings=True)
     torch.manual_seed(0)
     model = Qwen2ForCausalLM(config).eval()
+    _check_qwen(model, tmp_path, "qwen2")
+
+
+def test_qwen3_writes_its_head_dim_and_q_k_norms(tmp_path):
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+    config = Qwen3Config(vocab_size=320, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, head_dim=64, max_position_embeddings=64,
+                         tie_word_embeddings=False)
+    torch.manual_seed(0)
+    model = Qwen3ForCausalLM(config).eval()
+    kv, tensors = _check_qwen(model, tmp_path, "qwen3", bias=False)
+    assert kv["qwen3.attention.key_length"] == 64 and kv["qwen3.attention.value_length"] == 64
+    assert tensors["blk.0.attn_q_norm.weight"].tensor_type == gguf.GGMLQuantizationType.F32
+    assert tensors["blk.0.attn_q.weight"].shape.tolist() == [128, 256]   # 4 heads of 64: rows kept
+
+
+def _check_qwen(model, tmp_path, arch, bias=True):
     tg.quantize_(model, "MXFP4")
-    path = str(tmp_path / "qwen2.gguf")
+    path = str(tmp_path / ("%s.gguf" % arch))
     tg.save(model, path)
     tensors, kv = _read(path)
-    assert kv["general.architecture"] == "qwen2" and kv["qwen2.attention.head_count_kv"] == 2
-    assert "blk.1.attn_q.bias" in tensors and "output.weight" in tensors   # the packed head
+    assert kv["general.architecture"] == arch and kv["%s.attention.head_count_kv" % arch] == 2
+    assert "output.weight" in tensors   # the packed head (Qwen2's tied one too: quantize_ packed it)
     q = model.model.layers[1].self_attn.q_proj
     assert _same(_decode(tensors["blk.1.attn_q.weight"]), q.weight.dequantize())   # neox rope: rows kept
-    assert torch.equal(_decode(tensors["blk.1.attn_q.bias"]), q.bias.detach().float())
+    if bias:
+        assert torch.equal(_decode(tensors["blk.1.attn_q.bias"]), q.bias.detach().float())
+    return kv, tensors
 
 
 @pytest.fixture(scope="module")

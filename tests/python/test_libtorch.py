@@ -63,7 +63,7 @@ def test_script_swaps_in_the_twin_and_keeps_outputs_and_state_dict():
     with torch.no_grad():
         want = model(x)
     state = model.state_dict()
-    planes = [p.data_ptr() for p in model[0].weight.planes]
+    planes = [p.data_ptr() for p in model[0].weight.stored_planes]
     scripted = torch.jit.script(model)
     # TorchScript's __prepare_scriptable__ protocol swaps the children in place.
     assert isinstance(model[0], ScriptableGritLinear) and isinstance(model[3], ScriptableGritLinear)

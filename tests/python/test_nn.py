@@ -132,13 +132,13 @@ def test_module_moves_copies_and_dtype_changes():
 def test_train_eval_switch_without_requantizing_and_deterministic():
     layer = GritLinear.from_linear(linear(), "I8S24")
     planes = [p.clone() for p in layer.weight.planes]
-    ptrs = [p.data_ptr() for p in layer.weight.planes]
+    ptrs = [p.data_ptr() for p in layer.weight.stored_planes]
     x = torch.randn(64, 256)
     y_eval = layer.eval()(x)
     y_train = layer.train()(x)
     layer.eval()
     assert torch.equal(y_eval, y_train)
-    assert [p.data_ptr() for p in layer.weight.planes] == ptrs
+    assert [p.data_ptr() for p in layer.weight.stored_planes] == ptrs
     assert all(torch.equal(a, b) for a, b in zip(planes, layer.weight.planes))
     threads = torch.get_num_threads()
     try:

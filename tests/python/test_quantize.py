@@ -217,13 +217,13 @@ def test_a_new_module_kind_is_a_registered_handler():
 def test_train_eval_and_compile_after_quantize():
     model = block()
     torch_grit.quantize_(model, "NVF4")
-    ptrs = [p.data_ptr() for p in model.up.weight.planes]
+    ptrs = [p.data_ptr() for p in model.up.weight.stored_planes]
     x = torch.randn(4, 64)
     model.train()
     y_train = model(x)
     model.eval()
     assert torch.equal(model(x), y_train) and torch.equal(model(x), model(x))
-    assert [p.data_ptr() for p in model.up.weight.planes] == ptrs
+    assert [p.data_ptr() for p in model.up.weight.stored_planes] == ptrs
     assert isinstance(model.up.weight, GritTensor)
     compiled = torch.compile(model, backend="aot_eager", fullgraph=True)
     assert torch.equal(compiled(x), y_train)

@@ -54,7 +54,7 @@ descriptor in the KV entry grit.desc.<tensor>; float and integer tensors as
 they are. Any other grade is refused naming the tensor (nothing written).
 
 When SRC is a model folder (config.json beside the weights) of an architecture
-llama.cpp's layout is written for (llama, mistral, qwen2, bert), the file
+llama.cpp's layout is written for (llama, mistral, qwen2, qwen3, bert), the file
 follows llama.cpp's conventions: tensor names from gguf-py's TensorNameMap,
 Llama's q/k rows in llama.cpp's rotary order, the hyperparameters from
 config.json, the vocab from SRC's tokenizer.json ("none" without one), a BERT

@@ -17,7 +17,7 @@ import numpy as np
 
 # Hugging Face model_type -> (gguf MODEL_ARCH member, whether q/k rows are reordered for rope)
 ARCHES = {"llama": ("LLAMA", True), "mistral": ("LLAMA", True), "qwen2": ("QWEN2", False),
-          "bert": ("BERT", False)}
+          "qwen3": ("QWEN3", False), "bert": ("BERT", False)}
 LAYOUTS = ("auto", "llama.cpp", "source")
 POOLING = {"mean": "MEAN", "cls": "CLS", "last": "LAST", "none": "NONE"}
 

@@ -120,6 +120,13 @@ def test_llama_weights_decode_to_the_model_with_q_and_k_rows_in_ropes_order(llam
                           ("ffn_up", mlp.up_proj), ("ffn_down", mlp.down_proj)):
             assert _same(_decode(tensors["blk.%d.%s.weight" % (b, name)]), lin.weight.dequantize()), name
     assert torch.equal(_decode(tensors["output_norm.weight"]), model.model.norm.weight.detach().float())
+    # torch_grit.load reads the file back as it is: llama.cpp's names, q in its rope order, GRIT's planes
+    back = tg.load(path)
+    q = model.model.layers[0].self_attn.q_proj.weight
+    assert back["blk.0.attn_q.weight"].grade_canonical == q.grade_canonical
+    assert torch.equal(back["blk.0.attn_q.weight"].dequantize(), q.dequantize()[_rope_rows(128, 4)])
+    v = model.model.layers[0].self_attn.v_proj.weight
+    assert all(torch.equal(a, b) for a, b in zip(back["blk.0.attn_v.weight"].planes, v.planes))
 
 
 def test_reordered_rows_under_ggmls_rope_give_hf_ropes_queries(llama_file):

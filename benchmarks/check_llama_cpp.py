@@ -66,14 +66,18 @@ def _tokenizer(folder):
     return folder
 
 
-def _llama_model(seed):
-    from transformers import LlamaConfig, LlamaForCausalLM
-    config = LlamaConfig(vocab_size=512, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
-                         num_attention_heads=8, num_key_value_heads=2, max_position_embeddings=64,
-                         rope_theta=10000.0, tie_word_embeddings=False)
+SIZE = dict(vocab_size=512, hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=8,
+            num_key_value_heads=2, max_position_embeddings=64)
+
+
+def _causal_lm(kind, seed, **config):
+    """A small causal LM of ``kind`` ("Llama", "Qwen2", "Qwen3") made from a config, its 2-D
+    weights scaled to a trained model's size so attention is not uniform."""
+    import transformers
+    cfg = getattr(transformers, kind + "Config")(**dict(SIZE, **config))
     torch.manual_seed(seed)
-    model = LlamaForCausalLM(config).eval()
-    with torch.no_grad():   # weights of a trained model's scale, so attention is not uniform
+    model = getattr(transformers, kind + "ForCausalLM")(cfg).eval()
+    with torch.no_grad():
         for p in model.parameters():
             if p.dim() == 2:
                 p.mul_(4.0)
@@ -93,59 +97,32 @@ def main(argv=None):
     ids = list(np.random.default_rng(0).integers(2, 400, 24))
     ids = [int(i) for i in ids]
     job, ours = {"llama": [], "bert": []}, {}
-    for grade in ("MXFP4", "Q4KS", "grit1(e=s8,k0=32,s0=binary16,esr=ratiomaxabs)"):
-        model = _llama_model(0)
+
+    def case(model, grade, label, name):
+        """Pack ``model`` to ``grade``, export it, and note torch_grit's logits for the comparison."""
         tg.quantize_(model, grade)
-        path = os.path.join(tmp, "llama-%s.gguf" % grade[:5].strip("(="))
+        path = os.path.join(tmp, name + ".gguf")
         tg.save(model, path, tokenizer=tok)
         with torch.no_grad():
             ours[path] = model(torch.tensor([ids])).logits[0].float().numpy()
-        job["llama"].append({"path": path, "ids": ids, "grade": grade})
+        job["llama"].append({"path": path, "ids": ids, "grade": label})
+
+    for i, grade in enumerate(("MXFP4", "Q4KS", "grit1(e=s8,k0=32,s0=binary16,esr=ratiomaxabs)")):
+        case(_causal_lm("Llama", 0, rope_theta=10000.0, tie_word_embeddings=False), grade, grade, "llama-%d" % i)
     # a Qwen2 (q/k/v biases, neox rope: rows kept) with tied embeddings
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-    torch.manual_seed(1)
-    qwen = Qwen2ForCausalLM(Qwen2Config(vocab_size=512, hidden_size=256, intermediate_size=512,
-                                        num_hidden_layers=2, num_attention_heads=8, num_key_value_heads=2,
-                                        max_position_embeddings=64, tie_word_embeddings=True)).eval()
-    with torch.no_grad():
-        for p in qwen.parameters():
-            p.mul_(4.0 if p.dim() == 2 else 1.0)
-    tg.quantize_(qwen, "MXFP4")
-    path = os.path.join(tmp, "qwen2-MXFP4.gguf")
-    tg.save(qwen, path, tokenizer=tok)
-    with torch.no_grad():
-        ours[path] = qwen(torch.tensor([ids])).logits[0].float().numpy()
-    job["llama"].append({"path": path, "ids": ids, "grade": "qwen2, tied embeddings: MXFP4"})
+    case(_causal_lm("Qwen2", 1, tie_word_embeddings=True), "MXFP4", "qwen2, tied embeddings: MXFP4", "qwen2")
     # a Qwen3 (q/k norms, head_dim 64 with 8 heads of a 256 model: q is 512 rows)
-    from transformers import Qwen3Config, Qwen3ForCausalLM
-    torch.manual_seed(2)
-    qwen3 = Qwen3ForCausalLM(Qwen3Config(vocab_size=512, hidden_size=256, intermediate_size=512,
-                                         num_hidden_layers=2, num_attention_heads=8, num_key_value_heads=2,
-                                         head_dim=64, max_position_embeddings=64,
-                                         tie_word_embeddings=False)).eval()
-    with torch.no_grad():
-        for p in qwen3.parameters():
-            p.mul_(4.0 if p.dim() == 2 else 1.0)
-    tg.quantize_(qwen3, "MXFP4")
-    path = os.path.join(tmp, "qwen3-MXFP4.gguf")
-    tg.save(qwen3, path, tokenizer=tok)
-    with torch.no_grad():
-        ours[path] = qwen3(torch.tensor([ids])).logits[0].float().numpy()
-    job["llama"].append({"path": path, "ids": ids, "grade": "qwen3, head_dim 64: MXFP4"})
-    # the control: the same MXFP4 model with q and k left in Hugging Face's row order
+    case(_causal_lm("Qwen3", 2, head_dim=64, tie_word_embeddings=False), "MXFP4", "qwen3, head_dim 64: MXFP4",
+         "qwen3")
+    # the control: the same MXFP4 Llama with q and k left in Hugging Face's row order
     from torch_grit.interop.gguf import llama_cpp
-    model = _llama_model(0)
-    tg.quantize_(model, "MXFP4")
-    path = os.path.join(tmp, "llama-control.gguf")
     saved = llama_cpp.ARCHES["llama"]
     llama_cpp.ARCHES["llama"] = (saved[0], False)
     try:
-        tg.save(model, path, tokenizer=tok)
+        case(_causal_lm("Llama", 0, rope_theta=10000.0, tie_word_embeddings=False), "MXFP4",
+             "control: MXFP4, q/k rows not reordered", "llama-control")
     finally:
         llama_cpp.ARCHES["llama"] = saved
-    with torch.no_grad():
-        ours[path] = model(torch.tensor([ids])).logits[0].float().numpy()
-    job["llama"].append({"path": path, "ids": ids, "grade": "control: MXFP4, q/k rows not reordered"})
     folder = hc.convert(hc.minilm_folder(), os.path.join(tmp, "minilm"))
     bert_path = os.path.join(tmp, "minilm.gguf")
     assert cli_main(["export", folder, bert_path]) == 0

@@ -93,30 +93,22 @@ def _rtn_asym(w, group, bits=4):
 
 
 def _pack_gptq3_rows(v):
-    """AutoGPTQ's 3-bit packer, its loop transcribed: [n, m] codes (n a multiple of 32) -> int32
-    [n*3/32, m], ten codes a word and the 11th and 22nd of every 32 split across two words."""
+    """AutoGPTQ's 3-bit packer, its loop followed word by word: [n, m] codes (n a multiple of 32)
+    -> int32 [n*3/32, m]. Word w of each three holds ten codes from bit w; between words, the
+    11th and 22nd code of every 32 is split, its low 2 - w bits at the top of word w and the
+    rest at the bottom of word w + 1."""
     v = v.astype(np.uint32)
     out = np.zeros((v.shape[0] // 32 * 3, v.shape[1]), dtype=np.uint32)
-    i = row = 0
-    while row < out.shape[0]:
-        for j in range(i, i + 10):
-            out[row] |= v[j] << np.uint32(3 * (j - i))
-        i += 10
-        out[row] |= v[i] << np.uint32(30)
-        row += 1
-        out[row] |= (v[i] >> np.uint32(2)) & np.uint32(1)
-        i += 1
-        for j in range(i, i + 10):
-            out[row] |= v[j] << np.uint32(3 * (j - i) + 1)
-        i += 10
-        out[row] |= v[i] << np.uint32(31)
-        row += 1
-        out[row] |= (v[i] >> np.uint32(1)) & np.uint32(3)
-        i += 1
-        for j in range(i, i + 10):
-            out[row] |= v[j] << np.uint32(3 * (j - i) + 2)
-        i += 10
-        row += 1
+    i = 0
+    for row in range(0, out.shape[0], 3):
+        for w in range(3):
+            for j in range(10):
+                out[row + w] |= v[i + j] << np.uint32(3 * j + w)
+            i += 10
+            if w < 2:
+                out[row + w] |= v[i] << np.uint32(30 + w)
+                out[row + w + 1] |= v[i] >> np.uint32(2 - w)
+                i += 1
     return out.view(np.int32)
 
 

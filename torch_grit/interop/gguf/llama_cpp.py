@@ -71,16 +71,15 @@ def _need(cfg, *keys, kind=int):
 class Layout:
     """llama.cpp's layout for one model: built by ``plan``."""
 
-    def __init__(self, cfg, arch, reorder_qk, n_blocks, tokenizer, pooling):
+    def __init__(self, cfg, arch, reorder_qk, n_blocks, pooling, tied_head):
         import gguf
 
         self.cfg, self.reorder_qk, self.n_blocks = cfg, reorder_qk, n_blocks
         self.arch = gguf.MODEL_ARCH[arch]
         self.arch_name = gguf.MODEL_ARCH_NAMES[self.arch]
         self.names = gguf.get_tensor_name_map(self.arch, n_blocks)
-        self.tokenizer, self.pooling = tokenizer, pooling
+        self.pooling, self.tied_head = pooling, tied_head
         self.kind = cfg.get("model_type")
-        self.tied_head = False
 
     # -- names -----------------------------------------------------------------------------------
     def _dropped(self, name):
@@ -91,12 +90,6 @@ class Layout:
         if name == "lm_head.weight" and self.tied_head:
             return True   # tied: llama.cpp reads token_embd when output.weight is absent
         return False
-
-    def see(self, state):
-        """Note what the state dict says beyond the config: a head tied to the embedding is one
-        tensor (the same storage), not a packed copy that the config still calls tied."""
-        head, embed = state.get("lm_head.weight"), state.get("model.embed_tokens.weight")
-        self.tied_head = bool(self.cfg.get("tie_word_embeddings")) and _same_storage(head, embed)
 
     def rename(self, name):
         """The GGUF name of state-dict tensor ``name``, or None when llama.cpp has no use for it."""
@@ -130,7 +123,8 @@ class Layout:
         return np.arange(rows).reshape(heads, 2, rows // heads // 2).swapaxes(1, 2).reshape(-1)
 
     # -- metadata --------------------------------------------------------------------------------
-    def write_kv(self, w):
+    def write_kv(self, w, tokenizer):
+        """The hyperparameters and the vocab (``tokenizer``: a folder holding tokenizer.json, or None)."""
         cfg = self.cfg
         w.add_block_count(self.n_blocks)
         w.add_context_length(_need(cfg, "max_position_embeddings"))
@@ -165,14 +159,15 @@ class Layout:
             if cfg.get("head_dim") is not None:
                 w.add_key_length(head_dim)
                 w.add_value_length(head_dim)
-        write_vocab(w, self.tokenizer, self.kind, _need(cfg, "vocab_size"))
+        write_vocab(w, tokenizer, self.kind, _need(cfg, "vocab_size"))
 
 
-def plan(config, layout="auto", tokenizer=None, pooling=None, n_tensors=None):
-    """llama.cpp's layout for a model with this config, or None (``layout="source"``, or "auto"
-    with no config / an architecture this module does not know). ``n_tensors``: how many tensors
-    the state dict holds (a block count beyond it is refused before gguf-py sizes a name map
-    by it)."""
+def plan(config, state, layout="auto", pooling=None):
+    """llama.cpp's layout for a model with this config and ``state`` dict, or None
+    (``layout="source"``, or "auto" with no config / an architecture this module does not know).
+    The state dict bounds the block count (refused beyond its tensors, before gguf-py sizes a
+    name map by it) and says whether the head is still the embedding: one storage, not a copy
+    ``quantize_`` packed while the config still calls it tied."""
     if layout not in LAYOUTS:
         raise ValueError("layout is one of %s; found %r" % (LAYOUTS, layout))
     cfg = config_dict(config)
@@ -191,10 +186,12 @@ def plan(config, layout="auto", tokenizer=None, pooling=None, n_tensors=None):
         raise ValueError("pooling is one of %s; found %r" % (sorted(POOLING), pooling))
     arch, reorder = ARCHES[kind]
     blocks = _need(cfg, "num_hidden_layers")
-    if n_tensors is not None and blocks > n_tensors:
+    if blocks > len(state):
         _refuse("config.json: num_hidden_layers = %d, but the state dict holds %d tensors (every block "
-                "has its own)" % (blocks, n_tensors))
-    return Layout(cfg, arch, reorder, blocks, tokenizer, pooling)
+                "has its own)" % (blocks, len(state)))
+    tied = bool(cfg.get("tie_word_embeddings")) and _same_storage(state.get("lm_head.weight"),
+                                                                  state.get("model.embed_tokens.weight"))
+    return Layout(cfg, arch, reorder, blocks, pooling, tied)
 
 
 # -- vocab ---------------------------------------------------------------------------------------

@@ -106,9 +106,7 @@ def save_gguf(obj, path, *, arch=None, names=None, metadata=None, layout="auto",
         raise TypeError("save() takes an nn.Module or a state dict; found %s" % type(obj).__name__)
     if config is None and isinstance(obj, nn.Module):
         config = getattr(obj, "config", None)
-    conv = llama_cpp.plan(config, layout, tokenizer, pooling, n_tensors=len(state))
-    if conv is not None:
-        conv.see(state)
+    conv = llama_cpp.plan(config, state, layout, pooling)
     if conv is not None and (names or arch):
         raise ValueError("names= and arch= apply to layout='source'; llama.cpp's layout names the tensors "
                          "and the architecture itself")
@@ -141,8 +139,7 @@ def save_gguf(obj, path, *, arch=None, names=None, metadata=None, layout="auto",
         _kv(writer, metadata)
         if conv is not None:
             with tempfile.TemporaryDirectory() as tok_dir:
-                conv.tokenizer = llama_cpp.tokenizer_folder(conv.tokenizer, tok_dir)
-                conv.write_kv(writer)
+                conv.write_kv(writer, llama_cpp.tokenizer_folder(tokenizer, tok_dir))
         for out in outs:
             if out.kind == "blocks":
                 t = out.source

@@ -41,7 +41,7 @@ from llama_cpp import Llama, llama_cpp
 job = json.load(open(sys.argv[1]))
 out = {}
 for case in job["llama"]:
-    m = Llama(case["path"], n_ctx=64, logits_all=True, verbose=False, n_threads=2)
+    m = Llama(case["path"], n_ctx=case.get("n_ctx", 64), logits_all=True, verbose=False, n_threads=2)
     m.eval(case["ids"])
     out[case["path"]] = np.array(m.scores[:len(case["ids"])], dtype=np.float32).tolist()
 for case in job["bert"]:
@@ -71,7 +71,7 @@ SIZE = dict(vocab_size=512, hidden_size=256, intermediate_size=512, num_hidden_l
 
 
 def _causal_lm(kind, seed, **config):
-    """A small causal LM of ``kind`` ("Llama", "Qwen2", "Qwen3") made from a config, its 2-D
+    """A small causal LM of ``kind`` ("Llama", "Qwen2", "Gemma", "Phi3", ...) made from a config, its 2-D
     weights scaled to a trained model's size so attention is not uniform."""
     import transformers
     cfg = getattr(transformers, kind + "Config")(**dict(SIZE, **config))
@@ -98,14 +98,15 @@ def main(argv=None):
     ids = [int(i) for i in ids]
     job, ours = {"llama": [], "bert": []}, {}
 
-    def case(model, grade, label, name):
-        """Pack ``model`` to ``grade``, export it, and note torch_grit's logits for the comparison."""
-        tg.quantize_(model, grade)
+    def case(model, grade, label, name, n_ctx=64, keep_head=False):
+        """Pack ``model`` to ``grade``, export it, and note torch_grit's logits for the comparison.
+        keep_head: the head stays the embedding (Gemma's llama.cpp graph reads token_embd)."""
+        tg.quantize_(model, grade, filter_fn=(lambda m, fqn: fqn != "lm_head") if keep_head else None)
         path = os.path.join(tmp, name + ".gguf")
         tg.save(model, path, tokenizer=tok)
         with torch.no_grad():
             ours[path] = model(torch.tensor([ids])).logits[0].float().numpy()
-        job["llama"].append({"path": path, "ids": ids, "grade": label})
+        job["llama"].append({"path": path, "ids": ids, "grade": label, "n_ctx": n_ctx})
 
     for i, grade in enumerate(("MXFP4", "Q4KS", "grit1(e=s8,k0=32,s0=binary16,esr=ratiomaxabs)")):
         case(_causal_lm("Llama", 0, rope_theta=10000.0, tie_word_embeddings=False), grade, grade, "llama-%d" % i)
@@ -114,10 +115,33 @@ def main(argv=None):
     # a Qwen3 (q/k norms, head_dim 64 with 8 heads of a 256 model: q is 512 rows)
     case(_causal_lm("Qwen3", 2, head_dim=64, tie_word_embeddings=False), "MXFP4", "qwen3, head_dim 64: MXFP4",
          "qwen3")
+    # scaled rope: llama.cpp's keys (linear, YaRN) and Llama 3's rope_freqs tensor
+    for kind, extra in (("linear", {"factor": 2.0}),
+                        ("yarn", {"factor": 4.0, "original_max_position_embeddings": 16}),
+                        ("llama3", {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                    "original_max_position_embeddings": 64})):
+        rope = dict(rope_type=kind, rope_theta=10000.0, **extra)
+        case(_causal_lm("Llama", 3, rope_parameters=rope, tie_word_embeddings=False), "MXFP4",
+             "llama, rope %s: MXFP4" % kind, "llama-rope-" + kind)
+    # Gemma and Gemma 2 (norms stored as 1 + w, the head read from token_embd; Gemma 2's soft caps,
+    # post-norms and alternating sliding window), head_dim 32
+    case(_causal_lm("Gemma", 4, head_dim=32), "MXFP4", "gemma, tied head: MXFP4", "gemma", keep_head=True)
+    case(_causal_lm("Gemma2", 5, head_dim=32, query_pre_attn_scalar=32), "Q4KS", "gemma2: Q4KS", "gemma2",
+         keep_head=True)
+    # Phi-3 (fused qkv and gate_up), then with LongRoPE factors; llama.cpp takes the short factors
+    # while its context stays within original_max_position_embeddings, as transformers does for 24 tokens
+    phi3 = dict(pad_token_id=None, bos_token_id=1, eos_token_id=2, tie_word_embeddings=False)
+    case(_causal_lm("Phi3", 6, **phi3), "MXFP4", "phi3: MXFP4", "phi3")
+    rng = np.random.default_rng(7)
+    longrope = dict(rope_type="longrope", rope_theta=10000.0, partial_rotary_factor=1.0,
+                    long_factor=[float(v) for v in rng.uniform(1.0, 8.0, 16)],
+                    short_factor=[float(v) for v in rng.uniform(1.0, 2.0, 16)])
+    case(_causal_lm("Phi3", 6, original_max_position_embeddings=32, rope_parameters=longrope, **phi3), "MXFP4",
+         "phi3, LongRoPE (short factors): MXFP4", "phi3-longrope", n_ctx=32)
     # the control: the same MXFP4 Llama with q and k left in Hugging Face's row order
     from torch_grit.interop.gguf import llama_cpp
     saved = llama_cpp.ARCHES["llama"]
-    llama_cpp.ARCHES["llama"] = (saved[0], False)
+    llama_cpp.ARCHES["llama"] = saved._replace(reorder_qk=False)
     try:
         case(_causal_lm("Llama", 0, rope_theta=10000.0, tie_word_embeddings=False), "MXFP4",
              "control: MXFP4, q/k rows not reordered", "llama-control")

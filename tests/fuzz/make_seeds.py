@@ -197,7 +197,8 @@ def reader_seeds(out):
 def export_seeds(folder):
     """fuzz_gguf_export: a flag byte, a u16 length and config.json, then tokenizer.json (and, with
     flag bit 1, a u16 length before it and tokenizer_config.json after): a Llama config with a
-    byte-level BPE and a WordPiece tokenizer trained here, small."""
+    byte-level BPE and a WordPiece tokenizer trained here, small; Gemma 2, Phi-3 LongRoPE, Llama 3
+    rope and YaRN configs without a tokenizer."""
     import json
     import struct
 
@@ -227,6 +228,25 @@ def export_seeds(folder):
                     + tok_cfg)
     with open(os.path.join(folder, "no_tokenizer"), "wb") as f:
         f.write(bytes([0]) + struct.pack("<H", len(config)) + config)
+    # the other architectures' hyperparameters and the rope kinds, without a tokenizer
+    base = json.loads(config)
+    others = {
+        "gemma2": dict(base, model_type="gemma2", head_dim=32, query_pre_attn_scalar=32, sliding_window=16,
+                       attn_logit_softcapping=50.0, final_logit_softcapping=30.0,
+                       hidden_activation="gelu_pytorch_tanh", layer_types=["sliding_attention"]),
+        "phi3_longrope": dict(base, model_type="phi3", original_max_position_embeddings=16, rope_parameters={
+            "rope_type": "longrope", "rope_theta": 10000.0, "partial_rotary_factor": 0.5,
+            "long_factor": [2.0] * 8, "short_factor": [1.0] * 8}),
+        "llama3_rope": dict(base, rope_parameters={"rope_type": "llama3", "rope_theta": 10000.0, "factor": 8.0,
+                                                   "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                                   "original_max_position_embeddings": 16}),
+        "yarn_rope": dict(base, model_type="qwen2", rope_parameters={
+            "rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0, "original_max_position_embeddings": 16}),
+    }
+    for name, cfg in others.items():
+        body = json.dumps(cfg).encode()
+        with open(os.path.join(folder, name), "wb") as f:
+            f.write(bytes([0]) + struct.pack("<H", len(body)) + body)
 
 
 if __name__ == "__main__":

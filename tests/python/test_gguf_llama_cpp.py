@@ -264,7 +264,7 @@ def test_source_layout_keeps_the_checkpoints_names(minilm_export, tmp_path):
 @pytest.mark.parametrize("change,match", [
     ({"model_type": "gpt_neox"}, "model_type 'gpt_neox'"),
     ("extra", "extra_table: no llama.cpp llama tensor"),
-    ({"rope_parameters": {"rope_type": "llama3", "rope_theta": 5e5, "factor": 8.0}}, "rope_type 'llama3'"),
+    ({"rope_parameters": {"rope_type": "dynamic", "rope_theta": 5e5, "factor": 8.0}}, "rope_type 'dynamic'"),
     ({"num_attention_heads": 5}, "128 rows do not split into 5 heads"),
 ])
 def test_llama_cpp_layout_refusals_write_nothing(tmp_path, change, match):

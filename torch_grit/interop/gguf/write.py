@@ -89,7 +89,7 @@ def save_gguf(obj, path, *, arch=None, names=None, metadata=None, layout="auto",
     llama.cpp runs the file; "source" keeps the state dict's names and writes general.architecture
     ``arch`` (default "torch_grit") with no hyperparameters; "auto" (the default) is "llama.cpp"
     for a config of an architecture it knows (``llama_cpp.ARCHES``: llama, mistral, qwen2, qwen3, gemma,
-    gemma2, phi3, bert), else "source".
+    gemma2, gemma3_text, phi3, bert), else "source".
     ``tokenizer``: a folder holding tokenizer.json, or a transformers tokenizer (llama.cpp's
     layout; without one the vocab is "none": llama.cpp runs on token ids). ``pooling``: a BERT
     embedder's pooling ("mean", "cls", "last", "none"). ``names``: a map from state-dict names to

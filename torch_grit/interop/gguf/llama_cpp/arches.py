@@ -21,7 +21,7 @@ from .common import maybe, need, refuse
 
 class Arch(NamedTuple):
     gguf: str                   # gguf.MODEL_ARCH member
-    family: str                 # the hyperparameter writer: decoder, gemma, phi3, bert
+    family: str                 # the hyperparameter writer: decoder, gemma, gemma3, phi3, bert
     reorder_qk: bool            # q/k rows interleaved head by head for ggml's rotary pairs
     norm_shift: float = 0.0     # added to every *norm.weight
     head_is_embedding: bool = False   # llama.cpp has no output.weight: the head must be token_embd
@@ -35,13 +35,14 @@ ARCHES = {
     "qwen3": Arch("QWEN3", "decoder", False),
     "gemma": Arch("GEMMA", "gemma", False, 1.0, True, ("gelu_pytorch_tanh",)),
     "gemma2": Arch("GEMMA2", "gemma", False, 1.0, True, ("gelu_pytorch_tanh",)),
+    "gemma3_text": Arch("GEMMA3", "gemma3", False, 1.0, False, ("gelu_pytorch_tanh",)),
     "phi3": Arch("PHI3", "phi3", False),
     "bert": Arch("BERT", "bert", False, act=("gelu",)),
 }
 POOLING = {"mean": "MEAN", "cls": "CLS", "last": "LAST", "none": "NONE"}
-# llama.cpp's Gemma 2 takes its attention scale from the model's size: 1/sqrt(hidden/heads) for
-# the 27B model (46 blocks), else 1/sqrt(head_dim) (src/models/gemma2.cpp).
-GEMMA2_27B_BLOCKS = 46
+# llama.cpp's Gemma 2 and 3 take their attention scale from the model's size: 1/sqrt(hidden/heads)
+# for the 27B models (46 and 62 blocks), else 1/sqrt(head_dim) (src/models/gemma2.cpp, gemma3.cpp).
+GEMMA_27B_BLOCKS = {"gemma2": 46, "gemma3_text": 62}
 
 
 def _activation(cfg, arch):
@@ -152,11 +153,14 @@ def hparams(cfg, arch, n_blocks, pooling):
         return kv, extra
     _activation(cfg, arch)
     _decoder(kv, cfg)
+    explicit_head_dim = cfg.get("head_dim") is not None
+    head_dim = need(cfg, "head_dim") if explicit_head_dim else need(cfg, "hidden_size") // heads
+    if arch.family == "gemma3":
+        _gemma3(kv, cfg, n_blocks, heads, head_dim)
+        return kv, extra
     rope, rope_kind, theta = _rope(cfg)
     if theta is not None:
         kv.append(("add_rope_freq_base", theta))
-    explicit_head_dim = cfg.get("head_dim") is not None
-    head_dim = need(cfg, "head_dim") if explicit_head_dim else need(cfg, "hidden_size") // heads
     if arch.family == "decoder":
         kv.append(("add_rope_dimension_count", head_dim))
         if explicit_head_dim:
@@ -172,16 +176,21 @@ def hparams(cfg, arch, n_blocks, pooling):
     return kv, extra
 
 
+def _query_scale(cfg, n_blocks, heads, head_dim):
+    kind = cfg.get("model_type")
+    scale_dim = need(cfg, "hidden_size") // heads if n_blocks == GEMMA_27B_BLOCKS[kind] else head_dim
+    if cfg.get("query_pre_attn_scalar", head_dim) != scale_dim:
+        refuse("config.json: query_pre_attn_scalar is %r; llama.cpp's %s of %d blocks scales queries by "
+               "1/sqrt(%d)" % (cfg.get("query_pre_attn_scalar"), kind, n_blocks, scale_dim))
+
+
 def _gemma2(kv, cfg, n_blocks, heads, head_dim):
     for key, call in (("attn_logit_softcapping", "add_attn_logit_softcapping"),
                       ("final_logit_softcapping", "add_final_logit_softcapping")):
         # llama.cpp's Gemma 2 always caps (50 and 30 when the key is absent)
         kv.append((call, need(cfg, key, kind=float)))
     kv.append(("add_sliding_window", need(cfg, "sliding_window")))
-    scale_dim = need(cfg, "hidden_size") // heads if n_blocks == GEMMA2_27B_BLOCKS else head_dim
-    if cfg.get("query_pre_attn_scalar", head_dim) != scale_dim:
-        refuse("config.json: query_pre_attn_scalar is %r; llama.cpp's Gemma 2 of %d blocks scales queries by "
-               "1/sqrt(%d)" % (cfg.get("query_pre_attn_scalar"), n_blocks, scale_dim))
+    _query_scale(cfg, n_blocks, heads, head_dim)
     layer_types = cfg.get("layer_types")
     expected = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(n_blocks)]
     if layer_types is not None and list(layer_types) != expected:
@@ -222,3 +231,42 @@ def _phi3(kv, cfg, rope, rope_kind, heads):
     kv.append(("add_rope_scaling_attn_factors", attn))
     return [(gguf.TENSOR_NAMES[gguf.MODEL_TENSOR.ROPE_FACTORS_LONG] + ".weight", factors["long_factor"]),
             (gguf.TENSOR_NAMES[gguf.MODEL_TENSOR.ROPE_FACTORS_SHORT] + ".weight", factors["short_factor"])]
+
+
+def _gemma3(kv, cfg, n_blocks, heads, head_dim):
+    """Gemma 3 (text): a rope per attention kind (full layers: rope_freq_base and a linear scaling;
+    sliding layers: rope_freq_base_swa, unscaled, as llama.cpp runs them), the layer kinds as
+    llama.cpp's sliding_window_pattern array, q/k norms (shifted by one with the other norms)."""
+    where = "config.json rope parameters"
+    rope = cfg.get("rope_parameters")
+    if isinstance(rope, dict) and ("full_attention" in rope or "sliding_attention" in rope):
+        full, local = rope.get("full_attention"), rope.get("sliding_attention", {"rope_theta": 10000.0})
+    else:   # the older form: rope_theta, rope_scaling and rope_local_base_freq
+        full = dict(cfg.get("rope_scaling") or {}, rope_theta=cfg.get("rope_theta", 1000000.0))
+        local = {"rope_theta": cfg.get("rope_local_base_freq", 10000.0)}
+    if not isinstance(full, dict) or not isinstance(local, dict):
+        refuse("%s: full_attention and sliding_attention must be objects" % where)
+    theta = need(full, "rope_theta", kind=float, where=where + " (full_attention)")
+    kv += [("add_rope_freq_base", theta),
+           ("add_rope_freq_base_swa", need(local, "rope_theta", kind=float, where=where + " (sliding_attention)")),
+           ("add_key_length", head_dim), ("add_value_length", head_dim)]
+    if (local.get("rope_type", local.get("type")) or "default") != "default":
+        refuse("%s: sliding_attention rope_type %r; llama.cpp's Gemma 3 runs its sliding layers on plain rope"
+               % (where, local.get("rope_type", local.get("type"))))
+    _rope_scaling(kv, cfg, full, full.get("rope_type", full.get("type")) or "default", head_dim, theta, ("linear",))
+    if cfg.get("attn_logit_softcapping") is not None:
+        refuse("config.json: attn_logit_softcapping %r; llama.cpp's Gemma 3 does not cap attention logits"
+               % (cfg.get("attn_logit_softcapping"),))
+    if cfg.get("use_bidirectional_attention"):
+        refuse("config.json: use_bidirectional_attention; llama.cpp runs that as EmbeddingGemma, not Gemma 3")
+    if cfg.get("final_logit_softcapping") is not None:
+        kv.append(("add_final_logit_softcapping", need(cfg, "final_logit_softcapping", kind=float)))
+    _query_scale(cfg, n_blocks, heads, head_dim)
+    layer_types = cfg.get("layer_types")
+    if not isinstance(layer_types, list) or len(layer_types) != n_blocks or not all(
+            t in ("sliding_attention", "full_attention") for t in layer_types):
+        refuse("config.json: layer_types %r; Gemma 3 names each of its %d layers sliding_attention or "
+               "full_attention" % (layer_types, n_blocks))
+    if "sliding_attention" in layer_types:
+        kv += [("add_sliding_window", need(cfg, "sliding_window")),
+               ("add_sliding_window_pattern", [t == "sliding_attention" for t in layer_types])]

@@ -26,6 +26,7 @@ import pyfuzz  # tests/fuzz/pyfuzz.py: scratch folder, memory ceiling
 with atheris.instrument_imports(include=["torch_grit.interop.gguf", "gguf"]):
     import gguf  # noqa: F401
     import torch_grit
+    import torch_grit.interop.gguf.llama_cpp  # noqa: F401  (imported lazily by the export: instrument it here)
 
 FOLDER, PATH = pyfuzz.scratch_path("fuzz_gguf_export_", "out.gguf")
 warnings.simplefilter("ignore")

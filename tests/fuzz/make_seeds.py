@@ -197,7 +197,7 @@ def reader_seeds(out):
 def export_seeds(folder):
     """fuzz_gguf_export: a flag byte, a u16 length and config.json, then tokenizer.json (and, with
     flag bit 1, a u16 length before it and tokenizer_config.json after): a Llama config with a
-    byte-level BPE and a WordPiece tokenizer trained here, small; Gemma 2, Phi-3 LongRoPE, Llama 3
+    byte-level BPE and a WordPiece tokenizer trained here, small; Gemma 2, Gemma 3, Phi-3 LongRoPE, Llama 3
     rope and YaRN configs without a tokenizer."""
     import json
     import struct
@@ -234,6 +234,10 @@ def export_seeds(folder):
         "gemma2": dict(base, model_type="gemma2", head_dim=32, query_pre_attn_scalar=32, sliding_window=16,
                        attn_logit_softcapping=50.0, final_logit_softcapping=30.0,
                        hidden_activation="gelu_pytorch_tanh", layer_types=["sliding_attention"]),
+        "gemma3": dict(base, model_type="gemma3_text", head_dim=32, query_pre_attn_scalar=32, sliding_window=8,
+                       hidden_activation="gelu_pytorch_tanh", layer_types=["sliding_attention"], rope_parameters={
+                           "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+                           "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}),
         "phi3_longrope": dict(base, model_type="phi3", original_max_position_embeddings=16, rope_parameters={
             "rope_type": "longrope", "rope_theta": 10000.0, "partial_rotary_factor": 0.5,
             "long_factor": [2.0] * 8, "short_factor": [1.0] * 8}),

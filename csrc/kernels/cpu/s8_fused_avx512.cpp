@@ -268,13 +268,25 @@ void sparse_rows(const s8::Law& L, const int32_t* const* quads, const S8Activati
     mrow[r] = meta + (r0 + rr) * quads_per_row / 2;  // quads_per_row is a multiple of 16
   }
   Batch<R, s8::kZpNone> bt(L, quads, a);
+  // kKept.m[byte] = kept(low nibble) | kept(high nibble) << 4, formed for
+  // the 16 rows' 8 metadata bytes at once: kept() of a nibble by vpshufb
+  // from a 16-entry table, on the low and the high nibbles of every byte.
+  alignas(64) uint8_t table[64];
+  for (int i = 0; i < 64; ++i) table[i] = static_cast<uint8_t>(kept(static_cast<uint32_t>(i & 15)));
+  const __m512i kept_lut = _mm512_load_si512(table), low4 = _mm512_set1_epi8(0x0F);
   int64_t left = slices_per_block;
   for (int64_t c0 = 0; c0 < k; c0 += 64) {
+    alignas(64) uint64_t keeps[16];
+    for (int r = 0; r < 16; ++r) std::memcpy(&keeps[r], mrow[r] + c0 / 8, 8);  // 8 metadata bytes: 16 quads
+    for (int h = 0; h < 2; ++h) {
+      const __m512i m = _mm512_load_si512(keeps + 8 * h);
+      const __m512i lo = _mm512_shuffle_epi8(kept_lut, _mm512_and_si512(m, low4));
+      const __m512i hi = _mm512_shuffle_epi8(kept_lut, _mm512_and_si512(_mm512_srli_epi16(m, 4), low4));
+      _mm512_store_si512(keeps + 8 * h, _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4)));  // hi <= 15: no carry
+    }
     __m512i v[16];
     for (int r = 0; r < 16; ++r) {
-      const uint8_t* mb = mrow[r] + c0 / 8;  // 8 metadata bytes: 16 quads
-      uint64_t keep = 0;
-      for (int i = 0; i < 8; ++i) keep |= static_cast<uint64_t>(kKept.m[mb[i]]) << (8 * i);
+      const uint64_t keep = keeps[r];
       const int kept_n = __builtin_popcountll(keep);
       const __mmask64 run = kept_n == 64 ? ~uint64_t{0} : (uint64_t{1} << kept_n) - 1u;
       // the stored codes loaded, then expanded in a register (the memory form is slow on some cores)

@@ -25,6 +25,20 @@ def test_setuptools_reads_the_metadata_without_a_deprecation(tmp_path):
     assert "Apache License" in open(os.path.join(ROOT, "LICENSE")).read(200)
 
 
+def test_every_subpackage_is_in_the_distribution(tmp_path):
+    """A package setuptools does not list is missing from a wheel (and from a non-editable
+    install), while an editable checkout imports it fine: every folder of torch_grit with an
+    __init__.py must be among the distribution's sources."""
+    env = dict(os.environ, GRIT_SKIP_EXT="1")
+    run = subprocess.run([sys.executable, "setup.py", "-q", "egg_info", "--egg-base", str(tmp_path)], cwd=ROOT,
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    sources = set(open(tmp_path / "torch_grit.egg-info" / "SOURCES.txt").read().split())
+    packages = {os.path.relpath(os.path.join(d, "__init__.py"), ROOT)
+                for d, _, files in os.walk(os.path.join(ROOT, "torch_grit")) if "__init__.py" in files}
+    assert len(packages) > 10 and packages <= sources, sorted(packages - sources)
+
+
 def _requires(tmp_path, skip_ext):
     env = dict(os.environ, GRIT_SKIP_EXT="1" if skip_ext else "0")
     tmp_path.mkdir()

@@ -47,6 +47,9 @@ void bind_cpu_kernels(py::module_& m) {
     return std::string(grit::cpu::isa_name(prev));
   }, "Tests only: run another CPU kernel variant from now on; returns the previous one.");
 
+  m.def("_cpu_set_pair_gemm", [](int mode) { return grit::cpu::set_pair_gemm(mode); },
+        "Tests only: 1 forces the avx512_bf16 pair path on for batches > 1, 0 off, -1 the CPU vendor's "
+        "choice (AMD on); returns the previous setting.");
   m.def("_cpu_pair_path_calls", []() { return grit::cpu::pair_path_calls(); },
         "Tests only: how many times the avx512_bf16 pair path has run (per thread and call).");
 

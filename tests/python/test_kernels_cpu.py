@@ -348,6 +348,7 @@ def test_bf16_pair_path_runs_and_returns_the_reference_bits(grade):
     # path of larger batches. Planted NaN / 2^-127 / 2^127
     # scales, a wide range of activation magnitudes, inf and NaN in x.
     prev = _C._set_cpu_isa("avx512_bf16")
+    prev_gemm = _C._cpu_set_pair_gemm(1)   # batches > 1 too, whatever the CPU's vendor
     try:
         for i, shape in enumerate(SHAPES[grade] + ((64, 4096),)):
             planes = _plant_specials(grade, _random_planes(grade, shape, seed=20 + i))
@@ -379,6 +380,35 @@ def test_bf16_pair_path_runs_and_returns_the_reference_bits(grade):
             assert _same_bits(y, ops.packed_linear(x, planes, grade, shape))
             _C._set_cpu_isa("avx512_bf16")
     finally:
+        _C._set_cpu_isa(prev)
+        _C._cpu_set_pair_gemm(prev_gemm)
+
+
+@pytest.mark.skipif("avx512_bf16" not in ISAS,
+                    reason="the pair path exists only on CPUs with AVX512_BF16 (refusal tested above)")
+def test_pair_gemm_follows_the_cpu_vendor_and_either_route_gives_the_same_bits():
+    """Batches > 1 take the pair path on AMD cores (where it measured faster) and the FMA route
+    elsewhere; batch 1 takes it everywhere. Both routes give the reference bits."""
+    with open("/proc/cpuinfo") as f:
+        amd = "AuthenticAMD" in f.read()
+    shape = (64, 4096)
+    planes = ops.quantize(torch.randn(shape, generator=torch.Generator().manual_seed(3)), "MXFP4")
+    xb = torch.randn(5, shape[1], generator=torch.Generator().manual_seed(4)).bfloat16()
+    prev = _C._set_cpu_isa("scalar")
+    want = ops.packed_linear(xb, planes, "MXFP4", shape)
+    _C._set_cpu_isa("avx512_bf16")
+    try:
+        for mode, takes in ((-1, amd), (1, True), (0, False)):
+            _C._cpu_set_pair_gemm(mode)
+            before = _C._cpu_pair_path_calls()
+            got = ops.packed_linear(xb, planes, "MXFP4", shape)
+            assert (_C._cpu_pair_path_calls() > before) == takes, mode
+            assert _same_bits(got, want), mode
+            before = _C._cpu_pair_path_calls()
+            one = ops.packed_linear(xb[:1], planes, "MXFP4", shape)
+            assert _C._cpu_pair_path_calls() > before and _same_bits(one, want[:1]), mode
+    finally:
+        _C._cpu_set_pair_gemm(-1)
         _C._set_cpu_isa(prev)
 
 

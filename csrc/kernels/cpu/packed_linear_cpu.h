@@ -203,6 +203,17 @@ Status active_isa(Isa* out);
 // Tests: run another supported variant from now on (returns the previous).
 Status set_active_isa(Isa isa, Isa* previous);
 
+// Whether packed_linear takes the pair path for batches of more than one
+// row (batch 1 always may): the two routes give the same bits, and which is
+// faster depends on the core. Measured (docs/performance.md, 2026-12-05/06):
+// the pair GEMM ran 1.7x faster than the FMA route on an AMD EPYC (Zen)
+// and 1.3x slower on an Intel Xeon with AMX, whose vdpbf16ps issues at half
+// its FMA rate. Chosen once, from the CPU's vendor: AMD yes, others no.
+bool pair_gemm_enabled();
+// Tests: 1 forces the pair GEMM on, 0 off, -1 back to the vendor's choice;
+// returns the previous setting (-1 when it was the vendor's).
+int set_pair_gemm(int mode);
+
 // How many times (per thread and call) the pair path of avx512_bf16 ran:
 // for the tests that must show it ran, not just that the bits match.
 uint64_t pair_path_calls();

@@ -157,6 +157,28 @@ uint64_t pair_path_calls() { return g_pair_path_calls.load(std::memory_order_rel
 void count_pair_path_call() { g_pair_path_calls.fetch_add(1, std::memory_order_relaxed); }
 
 namespace {
+std::atomic<int> g_pair_gemm{-1};
+bool vendor_pair_gemm() {
+#if defined(__x86_64__)
+  static const bool amd = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_is("amd") != 0;
+  }();
+  return amd;
+#else
+  return false;
+#endif
+}
+}  // namespace
+
+bool pair_gemm_enabled() {
+  const int mode = g_pair_gemm.load(std::memory_order_acquire);
+  return mode < 0 ? vendor_pair_gemm() : mode != 0;
+}
+
+int set_pair_gemm(int mode) { return g_pair_gemm.exchange(mode < 0 ? -1 : (mode != 0), std::memory_order_acq_rel); }
+
+namespace {
 
 // Binary32 exponent field of v (0 for zero and subnormals, 255 non-finite),
 // and whether its low 16 bits are zero (v is bfloat16-exact).

@@ -221,6 +221,11 @@ std::vector<float> bf16_x(size_t count, std::mt19937* rng) {
 // larger (chunks), and returns the reference's bits; an x it cannot take (not bfloat16-exact, or a tiny
 // value its flush to zero could touch) takes the FMA path, same bits.
 TEST(PackedLinearCpu, PairPathReturnsTheReferenceBits) {
+  // Batches > 1 take the pair path on AMD cores only: force it on here, whatever the vendor.
+  struct PairGemmOn {
+    int prev = grit::cpu::set_pair_gemm(1);
+    ~PairGemmOn() { grit::cpu::set_pair_gemm(prev); }
+  } pair_gemm_on;
   if (!grit::cpu::isa_supported(Isa::kAvx512Bf16)) GTEST_SKIP() << "this CPU has no AVX512_BF16";
   const grit::cpu::KernelTable& kt = grit::cpu::kernels_for(Isa::kAvx512Bf16);
   enum Planes { kEncoded, kRandom, kRandomTameScales };  // tame: E8M0 codes 110..139

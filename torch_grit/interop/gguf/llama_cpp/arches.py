@@ -101,9 +101,8 @@ def _rope_scaling(kv, cfg, rope, kind, head_dim, theta, allowed):
         return []
     # llama3: llama.cpp divides each rotary frequency by rope_freqs[i]; transformers scales the
     # frequencies below the low-frequency wavelength by 1/factor and blends in between.
-    low = need(dict(rope, low_freq_factor=rope.get("low_freq_factor", 1.0)), "low_freq_factor", kind=float, where=where)
-    high = need(dict(rope, high_freq_factor=rope.get("high_freq_factor", 4.0)), "high_freq_factor", kind=float,
-                where=where)
+    low = need(rope, "low_freq_factor", kind=float, where=where, default=1.0)
+    high = need(rope, "high_freq_factor", kind=float, where=where, default=4.0)
     if high <= low:
         refuse("%s: high_freq_factor %r is not above low_freq_factor %r" % (where, high, low))
     old = _original_context(cfg, rope)

@@ -25,9 +25,10 @@ def config_dict(config):
     raise TypeError("config: a transformers config, a dict or a path; found %s" % type(config).__name__)
 
 
-def need(cfg, *keys, kind=int, where="config.json", model=None):
+def need(cfg, *keys, kind=int, where="config.json", model=None, default=None):
     """The first of ``keys`` that ``cfg`` has: a positive int up to 2^31 - 1, or (kind=float) a
-    positive number a float32 holds. Refused when none is there, or the value is out of bounds."""
+    positive number a float32 holds. When none is there: ``default`` if given, else refused; a
+    value out of bounds is refused."""
     for k in keys:
         v = cfg.get(k)
         if v is None:
@@ -40,6 +41,8 @@ def need(cfg, *keys, kind=int, where="config.json", model=None):
             refuse("%s: %s is %r; llama.cpp's hyperparameter is a positive %s a GGUF %s holds"
                    % (where, k, v, "integer" if kind is int else "number", "int32" if kind is int else "float32"))
         return kind(v)
+    if default is not None:
+        return default
     refuse("%s has none of %s, which llama.cpp's %s hyperparameters need"
            % (where, "/".join(keys), model or cfg.get("model_type")))
 

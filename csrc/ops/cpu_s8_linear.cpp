@@ -5,8 +5,9 @@
 // buffer, never the whole weight) and run every batch row over them, four
 // at a time. Under the avx512 and avx512_bf16 kernel variants on a CPU with
 // VNNI the fused tile kernel runs for dense 4-bit and 8-bit codes (read from
-// the data plane in registers, vpdpbusd), the tile kernel for the rest (codes
-// expanded into the tile buffer, vpdpwssd); under the other vector variants
+// the data plane in registers, vpdpbusd; from 16 batch rows up on a CPU
+// with AMX-INT8, decoded once per tile and multiplied on tiles), the tile
+// kernel for the rest (codes expanded into the tile buffer, vpdpwssd); under the other vector variants
 // the fused kernel's AVX2 copy (vpmaddubsw) takes the dense codes; otherwise
 // (and for odd blocks) the core's own s8::dot, one output at a time. Either way each output is the law's pure
 // function of its row's codes and the weight: the same bits for any thread
@@ -106,6 +107,9 @@ at::Tensor packed_linear_s8_cpu(const at::Tensor& x, const at::Tensor& data, con
     // Where that kernel does not apply (the avx2 variant, AVX-512 without VNNI, I8S24 without VBMI2)
     // its AVX2 copy.
     const bool fuse2 = !fuse && isa != grit::cpu::Isa::kScalar && grit::cpu::s8_fused_plan_avx2(L, k, &fused);
+    // On a CPU with AMX-INT8 the fused kernel's codes go through tile multiplies from 16 batch rows up.
+    grit::cpu::S8Amx amx_plan;
+    const bool amx = fuse && grit::cpu::s8_amx_plan(L, fused, m, &amx_plan);
     std::vector<grit::cpu::S8Activation> act(tiled || fuse2 ? static_cast<size_t>(m) : 0);
     std::vector<std::vector<int32_t>> quads(fuse || fuse2 ? static_cast<size_t>(m) : 0);
     if (tiled || fuse2)
@@ -115,6 +119,13 @@ at::Tensor packed_linear_s8_cpu(const at::Tensor& x, const at::Tensor& data, con
           if (fuse || fuse2) grit::cpu::s8_fused_activation(L, fused, codes.data() + i * k, k, &quads[i]);
         }
       });
+    // The AMX kernel's activation words, a block of 16 rows at a time.
+    std::vector<int8_t> aq;
+    std::vector<const grit::cpu::S8Activation*> actp(amx ? static_cast<size_t>(m) : 0);
+    if (amx) {
+      grit::cpu::s8_amx_activations(L, quads.data(), m, k, &aq);
+      for (int64_t i = 0; i < m; ++i) actp[i] = &act[i];
+    }
     const uint64_t numel = static_cast<uint64_t>(n * k);
     std::mutex fail_mu;
     std::string failure;
@@ -128,6 +139,7 @@ at::Tensor packed_linear_s8_cpu(const at::Tensor& x, const at::Tensor& data, con
     at::parallel_for(0, n, grain, [&](int64_t b, int64_t e) {
       grit::cpu::S8Tile tile;
       std::vector<uint8_t> scratch;  // the AVX2 sparse path's expanded rows
+      grit::cpu::S8AmxScratch amx_scratch;
       const int64_t G = k / L.k0;
       std::vector<int16_t> c;
       std::vector<float> S, O;
@@ -161,6 +173,11 @@ at::Tensor packed_linear_s8_cpu(const at::Tensor& x, const at::Tensor& data, con
                   ? grit::Status::Ok()
                   : grit::cpu::s8_tile_terms(terms, *grade, L, pl, numel, start.data() + j0, j0, rows, k, &tile);
           if (failed(st)) return;
+          if (amx) {
+            grit::cpu::s8_amx_tile(L, amx_plan, aq.data(), actp.data(), m, tile, pl[0].data, pl[3].data,
+                                   start.data() + j0, j0, k, n, bp ? bp + j0 : nullptr, yp + j0, n, &amx_scratch);
+            continue;
+          }
           // batch rows 8 at a time (each tile's bytes decoded once per 8), then 4, 3, 2 or 1
           for (int64_t i = 0; i < m;) {
             const int na = m - i >= 8 ? 8 : static_cast<int>(std::min<int64_t>(4, m - i));

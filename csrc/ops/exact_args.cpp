@@ -1,6 +1,11 @@
 #include "ops/exact_args.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
 
 #include "ops/int4g_args.h"
 
@@ -17,6 +22,18 @@ void check_pack_args(const char* op, const at::Tensor& x, int64_t block) {
 
 void refuse_non_finite(const char* op, const at::Tensor& x) {
   if (x.numel() == 0) return;
+  if (x.scalar_type() == at::kFloat && x.is_contiguous() && x.device().is_cpu()) {
+    // One pass over the bits (an exponent of all ones is Inf or NaN); the
+    // tensor ops below only name the first bad value.
+    const uint32_t* bits = reinterpret_cast<const uint32_t*>(x.const_data_ptr<float>());
+    std::atomic<bool> any{false};
+    at::parallel_for(0, x.numel(), int64_t{1} << 16, [&](int64_t b, int64_t e) {
+      uint32_t top = 0;
+      for (int64_t i = b; i < e; ++i) top = std::max(top, bits[i] & 0x7F800000u);
+      if (top == 0x7F800000u) any = true;
+    });
+    if (!any) return;
+  }
   const at::Tensor bad = at::logical_not(at::isfinite(x));
   if (!bad.any().item<bool>()) return;
   const at::Tensor at0 = bad.nonzero()[0].cpu();

@@ -9,6 +9,7 @@
 
 #include "grit/grit.h"
 #include "kernels/cpu/packed_linear_cpu.h"
+#include "kernels/cpu/s8_tile.h"
 
 namespace py = pybind11;
 
@@ -50,6 +51,13 @@ void bind_cpu_kernels(py::module_& m) {
   m.def("_cpu_set_pair_gemm", [](int mode) { return grit::cpu::set_pair_gemm(mode); },
         "Tests only: 1 forces the avx512_bf16 pair path on for batches > 1, 0 off, -1 the CPU vendor's "
         "choice (AMD on); returns the previous setting.");
+  m.def("_cpu_set_s8_amx", [](int mode) { return grit::cpu::set_s8_amx(mode); },
+        "Tests only: 1 runs packed_linear_s8's AMX kernel at every batch where the CPU and grade allow it, "
+        "0 never, -1 from 16 batch rows up (the default); returns the previous setting.");
+  m.def("_cpu_s8_amx_ready", []() { return grit::cpu::s8_amx_ready(); },
+        "Whether this CPU has AMX-INT8 and the OS lets this process use it (packed_linear_s8's AMX kernel).");
+  m.def("_cpu_s8_amx_calls", []() { return grit::cpu::s8_amx_calls(); },
+        "Tests only: how many weight tiles packed_linear_s8's AMX kernel has run.");
   m.def("_cpu_pair_path_calls", []() { return grit::cpu::pair_path_calls(); },
         "Tests only: how many times the avx512_bf16 pair path has run (per thread and call).");
 

@@ -360,3 +360,111 @@ def test_msb_first_nibbles(grade, k):
         got = ops.packed_linear_s8(x, planes, grade, shape)
         assert torch.equal(_bits(got), _bits(want)), (grade, k, isa)
     _over_isas(check)
+
+
+# ---------------------------------------------------------------------------
+# The AMX kernel (kernels/cpu/s8_amx.cpp): tile multiplies of 16 batch rows,
+# from 16 rows up by default. Forced on here at every batch, it must give the
+# reference's bits on every grade it takes, and the bits of the VNNI kernel
+# on shapes too wide for the reference: several column chunks, partial
+# weight tiles, partial batch groups of 4, 8 and 16 rows.
+
+needs_amx = pytest.mark.skipif(
+    not _C._cpu_s8_amx_ready(),
+    reason="this CPU has no AMX-INT8 (or the OS did not grant this process the tile state): "
+           "packed_linear_s8's AMX kernel cannot run here")
+
+
+class _Amx:
+    """Runs the block with the AMX kernel forced on (1) or off (0); counts its tiles."""
+
+    def __init__(self, mode):
+        self.mode = mode
+
+    def __enter__(self):
+        self.before = _C._cpu_set_s8_amx(self.mode)
+        self.calls = _C._cpu_s8_amx_calls()
+        return self
+
+    def __exit__(self, *exc):
+        _C._cpu_set_s8_amx(self.before)
+        self.ran = _C._cpu_s8_amx_calls() - self.calls
+
+
+@needs_amx
+@pytest.mark.parametrize("name", ALL)
+def test_amx_kernel_matches_reference(name):
+    shape = (17, 128) if name == "I8S24" else _shape(name)  # I8S24's fused kernels read 64 columns at a time
+    planes = _planes(name, shape, seed=41)
+    x = torch.randn(21, shape[1], generator=torch.Generator().manual_seed(42)) * 2  # a group of 16, then 5
+    x[3, : shape[1] // 2] = 0.0
+    bias = torch.randn(shape[0], generator=torch.Generator().manual_seed(43))
+    want = _reference(name, x, planes, shape, bias)
+    with _Amx(1) as amx:
+        got = ops.packed_linear_s8(x, planes, _canon(name), shape, bias)
+    assert amx.ran > 0, name
+    assert torch.equal(_bits(got), _bits(want)), name
+
+
+@needs_amx
+@pytest.mark.parametrize("name", ("MXFP4", "NVF4", "Q4KS", "U4Z_G128"))
+def test_amx_kernel_random_bytes_nan_and_inf(name):
+    shape = _shape(name)
+    planes = _random_planes(name, shape, seed=44)
+    x = torch.randn(5, shape[1], generator=torch.Generator().manual_seed(45)) * 100
+    want = _reference(name, x, planes, shape)
+    assert torch.isfinite(want).any()
+    with _Amx(1) as amx:
+        got = ops.packed_linear_s8(x, planes, _canon(name), shape)
+    assert amx.ran > 0
+    assert torch.equal(_bits(got), _bits(want)), name
+
+
+# k past one column chunk (1024), and more than one 16-row batch group
+WIDE_AMX = {"MXFP4": 2560, "NVF4": 1280, "Q4KS": 2304, "I8S24": 2560, "U4Z_G128": 2560, "U8Z_G32": 1152,
+            "Q8_0": 1088, "S4_G64": 1280, "S8_G128": 2304}
+
+
+@needs_amx
+@pytest.mark.parametrize("name", sorted(WIDE_AMX))
+@pytest.mark.parametrize("m", (3, 8, 37))
+def test_amx_kernel_matches_vnni_kernel_on_wide_rows(name, m):
+    shape = (35, WIDE_AMX[name])
+    planes = _planes(name, shape, seed=46)
+    x = torch.randn(m, shape[1], generator=torch.Generator().manual_seed(47)) * 3
+    x[m // 2, 100:900] = 0.0
+    bias = torch.randn(shape[0], generator=torch.Generator().manual_seed(48))
+    with _Amx(0) as vnni:
+        want = ops.packed_linear_s8(x, planes, _canon(name), shape, bias)
+    with _Amx(1) as amx:
+        got = ops.packed_linear_s8(x, planes, _canon(name), shape, bias)
+    assert vnni.ran == 0 and amx.ran > 0
+    assert torch.isfinite(want).all()
+    assert torch.equal(_bits(got), _bits(want)), (name, m)
+
+
+@needs_amx
+@pytest.mark.parametrize("name", ("MXFP4", "I8S24", "Q4KS"))
+def test_amx_kernel_threads_and_batch_composition(name):
+    """By default batches of 16 rows and more take the AMX kernel and a row alone the VNNI kernel:
+    the same bits either way, for 1 and 2 threads."""
+    n, k = 40, 2048
+    planes = _planes(name, (n, k), seed=49)
+    x = torch.randn(24, k, generator=torch.Generator().manual_seed(50))
+    grade = _canon(name)
+    before = torch.get_num_threads()
+    try:
+        outs = []
+        for t in (1, 2):
+            torch.set_num_threads(t)
+            with _Amx(-1) as amx:
+                outs.append(ops.packed_linear_s8(x, planes, grade, (n, k)))
+            assert amx.ran > 0
+        assert torch.equal(_bits(outs[0]), _bits(outs[1]))
+        for i in (0, 15, 16, 23):
+            with _Amx(-1) as amx:
+                alone = ops.packed_linear_s8(x[i:i + 1], planes, grade, (n, k))
+            assert amx.ran == 0
+            assert torch.equal(_bits(alone[0]), _bits(outs[0][i])), (name, i)
+    finally:
+        torch.set_num_threads(before)

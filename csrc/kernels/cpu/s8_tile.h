@@ -162,6 +162,57 @@ void s8_fused_tile(const s8::Law& L, const S8Fused& f, const int32_t* const* qua
                    int na, const S8Tile& t, const uint8_t* data, const uint8_t* meta, const uint64_t* cursor,
                    int64_t r0, int64_t k, int64_t n, bool ahead, const float* bias, float* y, int64_t ldy);
 
+// The AMX kernel (s8_amx.cpp): a 16-row tile's weight codes, decoded a chunk
+// of columns at a time into a buffer in AMX's B layout (row q: the 4 codes
+// of activation word q for each of the 16 weight rows; the fused kernel's
+// word order), multiplied by 16 batch rows at a time with tdpbssd / tdpbsud
+// (int8 activations times signed or unsigned codes, int32 sums, one tile
+// per activation block); each block's sums are the law's exact D_b, stored
+// and taken through s8_dot_tile's float steps (Batch::finish). The codes
+// enter as their integers c (no offset), so D_b needs no correction.
+struct S8Amx {
+  int kind = 0;        // 0: 4-bit codes, 1: bytes, 2: I8S24's 2:4 int8 codes
+  int b_signed = 1;    // codes are int8 (tdpbssd) or uint8 (tdpbsud)
+  int kstep = 0;       // columns per tile multiply: the block, or 64 for blocks of 128 and 256
+  uint8_t lut[16] = {};  // 4-bit codes: the byte each stored nibble becomes
+};
+
+// Whether the AMX kernel takes law L (whose fused plan is f) for a batch of
+// m rows: the CPU has AMX-INT8 and the kernel granted this process the tile
+// state, the codes fit a byte as they are, and the mode (set_s8_amx) allows
+// it at this batch.
+bool s8_amx_plan(const s8::Law& L, const S8Fused& f, int64_t m, S8Amx* p);
+
+// Tests and benchmarks: 1 takes the AMX kernel at every batch where the
+// plan allows it, 0 never, -1 (the default) from kS8AmxMinRows batch rows
+// up; returns the previous mode. s8_amx_calls counts the tiles it ran.
+constexpr int64_t kS8AmxMinRows = 16;
+int set_s8_amx(int mode);
+uint64_t s8_amx_calls();
+bool s8_amx_ready();  // the CPU and the OS allow the kernel (whatever the mode)
+
+// The batch rows' activation words (quads[i], the fused kernel's order) as
+// the AMX kernel reads them: for batch group q (rows 16q .. 16q + 15) and
+// block b, the group's kb bytes a row at aq + ((q * B + b) * 16 + r) * kb
+// (B = k / kb); rows past m zero.
+void s8_amx_activations(const s8::Law& L, const std::vector<int32_t>* quads, int64_t m, int64_t k,
+                        std::vector<int8_t>* aq);
+
+// A thread's scratch for the AMX kernel: a chunk of decoded codes and the
+// parked accumulators of every batch group.
+struct S8AmxScratch {
+  std::vector<uint8_t> codes;
+  std::vector<float> acc;
+};
+
+// y[i * ldy + r] for every batch row i < m (act[i]: its block sums and
+// scales; aq from s8_amx_activations) and r < t.rows, weight rows r0 .. r0 +
+// t.rows - 1 of `data` (as s8_fused_tile reads them; for I8S24 `meta` and
+// `cursor`).
+void s8_amx_tile(const s8::Law& L, const S8Amx& p, const int8_t* aq, const S8Activation* const* act, int64_t m,
+                 const S8Tile& t, const uint8_t* data, const uint8_t* meta, const uint64_t* cursor, int64_t r0,
+                 int64_t k, int64_t n, const float* bias, float* y, int64_t ldy, S8AmxScratch* scratch);
+
 // The same fused kernel for AVX2 without VNNI (s8_fused_avx2.cpp): 16-row
 // tiles as two halves of 8 lanes, vpmaddubsw + vpmaddwd for each 4-column
 // step (no int16 sum can saturate: 4-bit codes need hi - lo <= 63, 8-bit

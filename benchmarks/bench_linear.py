@@ -25,7 +25,9 @@ times
   - torch.ops.grit.packed_linear_s8 (activations="s8": each row of x packed
     to int8 blocks, integer block sums, csrc/grit/s8_linear.h) for every
     grade above with an s8 law, float32 activations (the packing reads x
-    once, so x's dtype costs nothing here).
+    once, so x's dtype costs nothing here); on a CPU with AMX-INT8 batches of
+    16 rows and more take the AMX kernel, and MXFP4 once more with it
+    switched off (the VNNI kernel) shows what it gains.
 
 Every row cycles through a set of layers whose float32 weights total at
 least --min-mb (default 512 MB, more than any last-level cache), so each
@@ -123,6 +125,15 @@ def int4_pack(w):
     return packed, sz.to(torch.bfloat16)
 
 
+def without_amx(x, planes, n, k):
+    """MXFP4 under activations="s8" with the AMX kernel switched off (the VNNI kernel)."""
+    before = _C._cpu_set_s8_amx(0)
+    try:
+        return torch.ops.grit.packed_linear_s8(x, *planes, "MXFP4", [n, k], None)
+    finally:
+        _C._cpu_set_s8_amx(before)
+
+
 def bench_shape(n, k, min_bytes, rounds, results):
     """Appends the shape's rows to results; returns the read bandwidth
     measured alongside them (bytes/s, the median probe)."""
@@ -159,6 +170,7 @@ def bench_shape(n, k, min_bytes, rounds, results):
     wbytes[INT4G] = sum(p.numel() for p in grit[INT4G][0])
     for g in S8:
         wbytes["GRIT %s s8" % g] = wbytes["GRIT " + g]
+    wbytes["GRIT MXFP4 s8 (AMX off)"] = wbytes["GRIT MXFP4"]
 
     for m in BATCHES:
         x32 = torch.randn(m, k, generator=gen)
@@ -193,6 +205,9 @@ def bench_shape(n, k, min_bytes, rounds, results):
             rows["GRIT %s s8" % g] = ("float32", [
                 lambda pl=pl, g=SPEC.get(g, g): torch.ops.grit.packed_linear_s8(x32, *pl, g, [n, k], None)
                 for pl in grit[g]])
+        if _C._cpu_s8_amx_ready() and m >= 16:
+            rows["GRIT MXFP4 s8 (AMX off)"] = ("float32", [lambda pl=pl: without_amx(x32, pl, n, k)
+                                                           for pl in grit["MXFP4"]])
         med = interleaved_medians({name: calls for name, (_, calls) in rows.items()}, rounds, buf.sum,
                                   probe_times)
         for name, (xdt, _) in rows.items():
@@ -216,10 +231,11 @@ def main():
         bws["%dx%d" % (n, k)] = bench_shape(n, k, args.min_mb * 1e6, args.rounds, results)
 
     print("## packed_linear on CPU (weights from DRAM)\n")
-    print("Machine: %s, %d threads, torch %s, GRIT CPU kernels: %s. Read bandwidth measured "
-          "alongside each shape: %s. Weight sets >= %d MB float32 per row, cycled; times are "
-          "medians of %d interleaved rounds.\n"
+    print("Machine: %s, %d threads, torch %s, GRIT CPU kernels: %s (s8 from 16 batch rows: %s). Read "
+          "bandwidth measured alongside each shape: %s. Weight sets >= %d MB float32 per row, cycled; times "
+          "are medians of %d interleaved rounds.\n"
           % (cpu_name(), torch.get_num_threads(), torch.__version__, _C.cpu_isa(),
+             "AMX-INT8" if _C._cpu_s8_amx_ready() else "VNNI or AVX2",
              ", ".join("%s %.1f GB/s" % (s, v / 1e9) for s, v in bws.items()), args.min_mb, args.rounds))
     print("| shape [out x in] | batch | kernel | x | layers | time (us) | vs f32 F.linear "
           "| vs aten int4 | weight GB/s | % of read BW |")

@@ -120,10 +120,10 @@ at::Tensor packed_linear_s8_cpu(const at::Tensor& x, const at::Tensor& data, con
         }
       });
     // The AMX kernel's activation words, a block of 16 rows at a time.
-    std::vector<int8_t> aq;
+    grit::cpu::S8AmxActivations aq;
     std::vector<const grit::cpu::S8Activation*> actp(amx ? static_cast<size_t>(m) : 0);
     if (amx) {
-      grit::cpu::s8_amx_activations(L, quads.data(), m, k, &aq);
+      grit::cpu::s8_amx_activations(L, quads.data(), act.data(), m, k, &aq);
       for (int64_t i = 0; i < m; ++i) actp[i] = &act[i];
     }
     const uint64_t numel = static_cast<uint64_t>(n * k);
@@ -174,7 +174,7 @@ at::Tensor packed_linear_s8_cpu(const at::Tensor& x, const at::Tensor& data, con
                   : grit::cpu::s8_tile_terms(terms, *grade, L, pl, numel, start.data() + j0, j0, rows, k, &tile);
           if (failed(st)) return;
           if (amx) {
-            grit::cpu::s8_amx_tile(L, amx_plan, aq.data(), actp.data(), m, tile, pl[0].data, pl[3].data,
+            grit::cpu::s8_amx_tile(L, amx_plan, aq, actp.data(), m, tile, pl[0].data, pl[3].data,
                                    start.data() + j0, j0, k, n, bp ? bp + j0 : nullptr, yp + j0, n, &amx_scratch);
             continue;
           }

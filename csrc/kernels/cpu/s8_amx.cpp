@@ -175,8 +175,9 @@ void decode_sparse(SparseRows& sp, int64_t c0, int64_t cols, uint8_t* wbuf) {
 // its multiplies were issued, so the tile unit and the vector units work
 // side by side.
 template <int R, int kZero, bool kSigned>
-void run_blocks(const s8::Law& L, const S8Amx& p, const int8_t* ab, const S8Activation* const* act, const S8Tile& t,
-                int64_t b0, int64_t nb, const uint8_t* wbuf, float* acc_mem) {
+void run_blocks(const s8::Law& L, const S8Amx& p, const int8_t* ab, const float* sat, const int32_t* At,
+                const S8Activation* const* act, const S8Tile& t, int64_t b0, int64_t nb, const uint8_t* wbuf,
+                float* acc_mem, const uint8_t* pf, int64_t pf_bytes) {
   constexpr int kLag = 1, kRing = kLag + 1;
   Batch<R, kZero> bt(L, nullptr, act);
   bt.seek(b0);
@@ -205,18 +206,27 @@ void run_blocks(const s8::Law& L, const S8Amx& p, const int8_t* ab, const S8Acti
     }
     if (c < kLag) continue;
     const int64_t done = c - kLag;  // this chunk's sums are in memory
-    for (int j = 0; j < 4 && 4 * done + j < nb; ++j) bt.finish(t, 0, d[done % kRing][j]);
+    for (int j = 0; j < 4 && 4 * done + j < nb; ++j) {
+      const int64_t blk = 4 * done + j;
+      for (int64_t at = blk * pf_bytes / nb; at < (blk + 1) * pf_bytes / nb; at += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(pf + at), _MM_HINT_T1);
+      if (L.qe != 0)
+        bt.template finish<true, true>(t, 0, d[done % kRing][j], sat + 16 * blk, At + 16 * blk);
+      else
+        bt.template finish<false, true>(t, 0, d[done % kRing][j], sat + 16 * blk, At + 16 * blk);
+    }
   }
   bt.park(acc_mem);
 }
 #undef GRIT_S8_AMX_BLOCK
 
 template <int kZero, bool kSigned>
-void run_group(const s8::Law& L, const S8Amx& p, int rows, const int8_t* ab, const S8Activation* const* act,
-               const S8Tile& t, int64_t b0, int64_t nb, const uint8_t* wbuf, float* acc_mem) {
-  if (rows > 8) return run_blocks<16, kZero, kSigned>(L, p, ab, act, t, b0, nb, wbuf, acc_mem);
-  if (rows > 4) return run_blocks<8, kZero, kSigned>(L, p, ab, act, t, b0, nb, wbuf, acc_mem);
-  run_blocks<4, kZero, kSigned>(L, p, ab, act, t, b0, nb, wbuf, acc_mem);
+void run_group(const s8::Law& L, const S8Amx& p, int rows, const int8_t* ab, const float* sat, const int32_t* At,
+               const S8Activation* const* act, const S8Tile& t, int64_t b0, int64_t nb, const uint8_t* wbuf,
+               float* acc_mem, const uint8_t* pf, int64_t pf_bytes) {
+  if (rows > 8) return run_blocks<16, kZero, kSigned>(L, p, ab, sat, At, act, t, b0, nb, wbuf, acc_mem, pf, pf_bytes);
+  if (rows > 4) return run_blocks<8, kZero, kSigned>(L, p, ab, sat, At, act, t, b0, nb, wbuf, acc_mem, pf, pf_bytes);
+  run_blocks<4, kZero, kSigned>(L, p, ab, sat, At, act, t, b0, nb, wbuf, acc_mem, pf, pf_bytes);
 }
 
 // The tile's columns in chunks of about kChunkCols: each chunk's codes are
@@ -225,9 +235,9 @@ void run_group(const s8::Law& L, const S8Amx& p, int rows, const int8_t* ab, con
 constexpr int64_t kChunkCols = 1024;
 
 template <int kZero, bool kSigned>
-void run_tile(const s8::Law& L, const S8Amx& p, const int8_t* aq, const S8Activation* const* act, int64_t m,
-              const S8Tile& t, const uint8_t* data, const uint8_t* meta, const uint64_t* cursor, int64_t r0, int64_t k,
-              int64_t n, const float* bias, float* y, int64_t ldy, uint8_t* wbuf, float* acc_mem) {
+void run_tile(const s8::Law& L, const S8Amx& p, const S8AmxActivations& aq, const S8Activation* const* act,
+              int64_t m, const S8Tile& t, const uint8_t* data, const uint8_t* meta, const uint64_t* cursor, int64_t r0,
+              int64_t k, int64_t n, const float* bias, float* y, int64_t ldy, uint8_t* wbuf, float* acc_mem) {
   const int64_t kb = L.kb, B = k / kb, groups = (m + 15) / 16;
   const int64_t unit = std::lcm<int64_t>(kb, 64);
   const int64_t chunk = std::max<int64_t>(unit, kChunkCols / unit * unit);
@@ -236,10 +246,11 @@ void run_tile(const s8::Law& L, const S8Amx& p, const int8_t* aq, const S8Activa
   Rows<false> listed;
   for (int r = 0; r < 16; ++r) listed.row[r] = data + (r0 + (r < t.rows ? r : t.rows - 1)) * row_bytes;
   SparseRows sp(t.rows, data, p.kind == 2 ? meta : data, cursor, r0, k / 4);
-  // the next tile's bytes (dense codes: contiguous rows), brought into L2 a share per chunk
+  // the next tile's bytes (dense codes: contiguous rows), brought into L2 by
+  // the first batch group a share per chunk, a few lines per block
   const int64_t after = r0 + 16 < n ? n - r0 - 16 : 0;
   const uint8_t* next = p.kind != 2 && after > 0 ? data + (r0 + 16) * row_bytes : nullptr;
-  const int64_t next_bytes = (after < 16 ? after : 16) * row_bytes, share = next_bytes * chunk / k + 64;
+  const int64_t next_bytes = next != nullptr ? (after < 16 ? after : 16) * row_bytes : 0;
   for (int64_t c0 = 0; c0 < k; c0 += chunk) {
     const int64_t cols = std::min(chunk, k - c0);
     if (p.kind == 2)
@@ -248,15 +259,16 @@ void run_tile(const s8::Law& L, const S8Amx& p, const int8_t* aq, const S8Activa
       decode_dense(p, affine, c0, cols, wbuf);
     else
       decode_dense(p, listed, c0, cols, wbuf);
-    if (next != nullptr)
-      for (int64_t at = c0 / chunk * share; at < (c0 / chunk + 1) * share && at < next_bytes; at += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(next + at), _MM_HINT_T1);
     const int64_t b0 = c0 / kb, nb = cols / kb;
     for (int64_t q = 0; q < groups; ++q) {
       const int rows = m - 16 * q < 16 ? static_cast<int>(m - 16 * q) : 16;
       const S8Activation* a[16];
       for (int r = 0; r < 16; ++r) a[r] = act[16 * q + (r < rows ? r : rows - 1)];  // rows past m: not stored
-      run_group<kZero, kSigned>(L, p, rows, aq + (q * B + b0) * 16 * kb, a, t, b0, nb, wbuf, acc_mem + 256 * q);
+      const int64_t at = (q * B + b0) * 16;  // the group's first block of this chunk
+      const int64_t pf_from = next_bytes * c0 / k, pf_to = next_bytes * (c0 + cols) / k;  // this chunk's share
+      run_group<kZero, kSigned>(L, p, rows, aq.codes.data() + at * kb, aq.scales.data() + at, aq.sums.data() + at, a,
+                                t, b0, nb, wbuf, acc_mem + 256 * q, q == 0 ? next + pf_from : nullptr,
+                                q == 0 ? pf_to - pf_from : 0);
     }
   }
   // the outputs: the law's last steps from the parked accumulators
@@ -272,20 +284,26 @@ void run_tile(const s8::Law& L, const S8Amx& p, const int8_t* aq, const S8Activa
 
 }  // namespace
 
-void s8_amx_activations(const s8::Law& L, const std::vector<int32_t>* quads, int64_t m, int64_t k,
-                        std::vector<int8_t>* aq) {
+void s8_amx_activations(const s8::Law& L, const std::vector<int32_t>* quads, const S8Activation* act, int64_t m,
+                        int64_t k, S8AmxActivations* aq) {
   const int64_t kb = L.kb, B = k / kb, rows = (m + 15) / 16 * 16;
-  aq->assign(static_cast<size_t>(rows * k), 0);
+  aq->codes.assign(static_cast<size_t>(rows * k), 0);
+  aq->scales.assign(static_cast<size_t>(rows * B), 0.0f);
+  aq->sums.assign(static_cast<size_t>(rows * B), 0);
   for (int64_t i = 0; i < m; ++i) {
     const int8_t* src = reinterpret_cast<const int8_t*>(quads[i].data());
-    for (int64_t b = 0; b < B; ++b)
-      std::memcpy(aq->data() + ((i / 16 * B + b) * 16 + i % 16) * kb, src + b * kb, static_cast<size_t>(kb));
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t at = (i / 16 * B + b) * 16 + i % 16;
+      std::memcpy(aq->codes.data() + at * kb, src + b * kb, static_cast<size_t>(kb));
+      aq->scales[at] = act[i].scales[b];
+      aq->sums[at] = act[i].sums[b];
+    }
   }
 }
 
-void s8_amx_tile(const s8::Law& L, const S8Amx& p, const int8_t* aq, const S8Activation* const* act, int64_t m,
-                 const S8Tile& t, const uint8_t* data, const uint8_t* meta, const uint64_t* cursor, int64_t r0,
-                 int64_t k, int64_t n, const float* bias, float* y, int64_t ldy, S8AmxScratch* scratch) {
+void s8_amx_tile(const s8::Law& L, const S8Amx& p, const S8AmxActivations& aq, const S8Activation* const* act,
+                 int64_t m, const S8Tile& t, const uint8_t* data, const uint8_t* meta, const uint64_t* cursor,
+                 int64_t r0, int64_t k, int64_t n, const float* bias, float* y, int64_t ldy, S8AmxScratch* scratch) {
   const int64_t chunk = std::max<int64_t>(std::lcm<int64_t>(L.kb, 64), kChunkCols);
   scratch->codes.resize(static_cast<size_t>(16 * chunk + 64));
   scratch->acc.resize(static_cast<size_t>((m + 15) / 16 * 256 + 16));
@@ -328,10 +346,11 @@ bool s8_amx_ready() { return false; }
 int set_s8_amx(int) { return -1; }
 uint64_t s8_amx_calls() { return 0; }
 bool s8_amx_plan(const s8::Law&, const S8Fused&, int64_t, S8Amx*) { return false; }
-void s8_amx_activations(const s8::Law&, const std::vector<int32_t>*, int64_t, int64_t, std::vector<int8_t>*) {}
-void s8_amx_tile(const s8::Law&, const S8Amx&, const int8_t*, const S8Activation* const*, int64_t, const S8Tile&,
-                 const uint8_t*, const uint8_t*, const uint64_t*, int64_t, int64_t, int64_t, const float*, float*,
-                 int64_t, S8AmxScratch*) {}
+void s8_amx_activations(const s8::Law&, const std::vector<int32_t>*, const S8Activation*, int64_t, int64_t,
+                        S8AmxActivations*) {}
+void s8_amx_tile(const s8::Law&, const S8Amx&, const S8AmxActivations&, const S8Activation* const*, int64_t,
+                 const S8Tile&, const uint8_t*, const uint8_t*, const uint64_t*, int64_t, int64_t, int64_t,
+                 const float*, float*, int64_t, S8AmxScratch*) {}
 }  // namespace cpu
 }  // namespace grit
 

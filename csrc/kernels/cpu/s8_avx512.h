@@ -116,7 +116,7 @@ struct SparseRows {
 // accumulators; finish() takes block b's steps as s8_dot_tile does, store()
 // the bias, the canonical NaN and the tile's rows. The AMX kernel has no
 // activation words (quads null) and hands finish() its block sums from
-// memory: dt[16 * i + r] is D_b of batch row i and weight row r, off 0.
+// memory.
 template <int R, int kZero>
 struct Batch {
   const int32_t* qa[R];
@@ -140,30 +140,37 @@ struct Batch {
   }
 
   // Block b ends: D_b = D - off * A_b (- zi * A_b), then the law's products and FMAs.
-  // always inlined: acc and D then stay in registers across the kernel's loops
-  __attribute__((always_inline)) void finish(const S8Tile& t, int32_t off, const int32_t* dt = nullptr) {
+  // always inlined: acc and D then stay in registers across the kernel's loops.
+  // The AMX kernel's form (kStored): D_b of batch row i and weight row r at
+  // dt[16 * i + r], the block's activation scales and sums at sat[i] and
+  // At[i], off 0. kP2 false: the law's 2^qe is 1 (qe = 0), whose product
+  // changes no integer-valued float, so it is left out.
+  template <bool kP2 = true, bool kStored = false>
+  __attribute__((always_inline)) void finish(const S8Tile& t, int32_t off, const int32_t* dt = nullptr,
+                                             const float* sat = nullptr, const int32_t* At = nullptr) {
     const __m512 S = _mm512_loadu_ps(t.S.data() + g * kS8TileRows);
     __m512i zi = _mm512_setzero_si512();
     if (kZero == s8::kZpShared) zi = _mm512_loadu_si512(t.zi.data() + g * kS8TileRows);
     for (int i = 0; i < R; ++i) {
-      const int32_t A = sums[i][b];
+      const int32_t A = kStored ? At[i] : sums[i][b];
       __m512i d;
-      if (dt != nullptr) {
+      if (kStored) {
         d = _mm512_load_si512(dt + 16 * i);
       } else {
         d = _mm512_sub_epi32(D[i], _mm512_set1_epi32(off * A));
         D[i] = _mm512_setzero_si512();
       }
       if (kZero == s8::kZpShared) d = _mm512_sub_epi32(d, _mm512_mullo_epi32(zi, _mm512_set1_epi32(A)));
-      const __m512 sa = _mm512_set1_ps(scales[i][b]);
-      const __m512 P = _mm512_mul_ps(_mm512_cvtepi32_ps(d), p2);
+      const __m512 sa = _mm512_set1_ps(kStored ? sat[i] : scales[i][b]);
+      const __m512 P = kP2 ? _mm512_mul_ps(_mm512_cvtepi32_ps(d), p2) : _mm512_cvtepi32_ps(d);
       acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(sa, S), P, acc[i]);
     }
     if (kZero == s8::kZpOffset) {
       const __m512 O = _mm512_loadu_ps(t.O.data() + g * kS8TileRows);
       for (int i = 0; i < R; ++i) {
-        const __m512 sa = _mm512_set1_ps(scales[i][b]);
-        acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(sa, O), _mm512_set1_ps(static_cast<float>(sums[i][b])), acc[i]);
+        const __m512 sa = _mm512_set1_ps(kStored ? sat[i] : scales[i][b]);
+        const int32_t A = kStored ? At[i] : sums[i][b];
+        acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(sa, O), _mm512_set1_ps(static_cast<float>(A)), acc[i]);
       }
     }
     ++b;

@@ -191,12 +191,18 @@ int set_s8_amx(int mode);
 uint64_t s8_amx_calls();
 bool s8_amx_ready();  // the CPU and the OS allow the kernel (whatever the mode)
 
-// The batch rows' activation words (quads[i], the fused kernel's order) as
-// the AMX kernel reads them: for batch group q (rows 16q .. 16q + 15) and
-// block b, the group's kb bytes a row at aq + ((q * B + b) * 16 + r) * kb
-// (B = k / kb); rows past m zero.
-void s8_amx_activations(const s8::Law& L, const std::vector<int32_t>* quads, int64_t m, int64_t k,
-                        std::vector<int8_t>* aq);
+// The batch rows' activations as the AMX kernel reads them, batch group q
+// (rows 16q .. 16q + 15) and block b at a time (B = k / kb): the group's kb
+// code bytes a row (quads[i], the fused kernel's word order) at codes[((q *
+// B + b) * 16 + r) * kb], their block scales and sums at scales / sums[(q *
+// B + b) * 16 + r]; rows past m zero.
+struct S8AmxActivations {
+  std::vector<int8_t> codes;
+  std::vector<float> scales;
+  std::vector<int32_t> sums;
+};
+void s8_amx_activations(const s8::Law& L, const std::vector<int32_t>* quads, const S8Activation* act, int64_t m,
+                        int64_t k, S8AmxActivations* aq);
 
 // A thread's scratch for the AMX kernel: a chunk of decoded codes and the
 // parked accumulators of every batch group.
@@ -209,9 +215,9 @@ struct S8AmxScratch {
 // scales; aq from s8_amx_activations) and r < t.rows, weight rows r0 .. r0 +
 // t.rows - 1 of `data` (as s8_fused_tile reads them; for I8S24 `meta` and
 // `cursor`).
-void s8_amx_tile(const s8::Law& L, const S8Amx& p, const int8_t* aq, const S8Activation* const* act, int64_t m,
-                 const S8Tile& t, const uint8_t* data, const uint8_t* meta, const uint64_t* cursor, int64_t r0,
-                 int64_t k, int64_t n, const float* bias, float* y, int64_t ldy, S8AmxScratch* scratch);
+void s8_amx_tile(const s8::Law& L, const S8Amx& p, const S8AmxActivations& aq, const S8Activation* const* act,
+                 int64_t m, const S8Tile& t, const uint8_t* data, const uint8_t* meta, const uint64_t* cursor,
+                 int64_t r0, int64_t k, int64_t n, const float* bias, float* y, int64_t ldy, S8AmxScratch* scratch);
 
 // The same fused kernel for AVX2 without VNNI (s8_fused_avx2.cpp): 16-row
 // tiles as two halves of 8 lanes, vpmaddubsw + vpmaddwd for each 4-column

@@ -1,5 +1,9 @@
 #include "kernels/cpu/exact_decode.h"
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 namespace grit {
 namespace cpu {
 namespace {
@@ -24,14 +28,41 @@ inline uint32_t code_at(const Law& L, const uint8_t* data, uint64_t i) {
 inline uint32_t quad_nibble(const uint8_t* meta, uint64_t Q) { return (meta[Q >> 1] >> (4 * (Q & 1))) & 15u; }
 constexpr uint32_t nibble_stored(uint32_t nib) { return (nib & 3u) == (nib >> 2) ? 1u : 2u; }
 
-// Codes stored for the two quads of each metadata byte.
-struct ByteStored {
-  uint8_t n[256];
-  constexpr ByteStored() : n() {
-    for (uint32_t b = 0; b < 256; ++b) n[b] = static_cast<uint8_t>(nibble_stored(b & 15u) + nibble_stored(b >> 4));
+// How many of the 2 * n quads in n metadata bytes keep one position, not two.
+uint64_t coinciding_scalar(const uint8_t* bytes, uint64_t n) {
+  uint64_t same = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    const uint32_t x = bytes[i] ^ (bytes[i] >> 2);  // bits 0-1: a ^ b of the low quad; bits 4-5: the high quad's
+    same += ((x & 0x03u) == 0) + ((x & 0x30u) == 0);
   }
-};
-constexpr ByteStored kByteStored;
+  return same;
+}
+
+#if defined(__x86_64__)
+// The same 64 bytes at a time on AVX-512 (BW): two mask tests and popcounts.
+__attribute__((target("avx512f,avx512bw,popcnt"))) uint64_t coinciding_avx512(const uint8_t* bytes, uint64_t n) {
+  const __m512i low6 = _mm512_set1_epi8(0x3F), q0 = _mm512_set1_epi8(0x03), q1 = _mm512_set1_epi8(0x30);
+  uint64_t same = 0, i = 0;
+  for (; i + 64 <= n; i += 64) {
+    const __m512i b = _mm512_loadu_si512(bytes + i);
+    const __m512i x = _mm512_xor_si512(b, _mm512_and_si512(_mm512_srli_epi16(b, 2), low6));  // b ^ (b >> 2) per byte
+    same += static_cast<uint64_t>(__builtin_popcountll(_mm512_testn_epi8_mask(x, q0)));
+    same += static_cast<uint64_t>(__builtin_popcountll(_mm512_testn_epi8_mask(x, q1)));
+  }
+  return same + coinciding_scalar(bytes + i, n - i);
+}
+#endif
+
+uint64_t coinciding(const uint8_t* bytes, uint64_t n) {
+#if defined(__x86_64__)
+  static const bool avx512 = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+  }();
+  if (avx512) return coinciding_avx512(bytes, n);
+#endif
+  return coinciding_scalar(bytes, n);
+}
 
 }  // namespace
 
@@ -41,7 +72,10 @@ uint64_t exact_row_stored(const Law& L, const uint8_t* meta, int64_t r, int64_t 
   const uint64_t quads = static_cast<uint64_t>(k / 4), Q0 = static_cast<uint64_t>(r) * quads;
   uint64_t c = 0, Q = Q0;
   if (Q % 2 != 0 && Q < Q0 + quads) c += nibble_stored(quad_nibble(meta, Q++));
-  for (; Q + 2 <= Q0 + quads; Q += 2) c += kByteStored.n[meta[Q >> 1]];  // a metadata byte: two quads
+  // whole metadata bytes (two quads each): 4 codes less one per quad whose two positions coincide
+  const uint64_t whole = (Q0 + quads - Q) / 2;
+  c += 4 * whole - coinciding(meta + (Q >> 1), whole);
+  Q += 2 * whole;
   if (Q < Q0 + quads) c += nibble_stored(quad_nibble(meta, Q));
   return c;
 }

@@ -2,7 +2,8 @@
 // against the core's definitions (grit::exact::weight_row and row_stored) on
 // random planes: every byte value, so NaN/inf block scales, every code, and
 // sparse quads that name one position twice; 4-bit codes in both nibble
-// orders and rows that start mid-byte, 8-bit codes, dense and 2:4.
+// orders and rows that start mid-byte, 8-bit codes, dense and 2:4; the
+// stored-code count of rows long enough for its vector loop.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -68,6 +69,25 @@ TEST(ExactDecode, SameCodesScalesAndCursorsAsTheCore) {
     }
   }
   EXPECT_EQ(tested, static_cast<int>(sizeof(kGrades) / sizeof(kGrades[0])) * 9);
+}
+
+// Rows long enough for the vector count of stored codes (64 metadata bytes a
+// step, 256 quads) and a tail: every byte value of random metadata.
+TEST(ExactDecode, WideRowCursorsAsTheCore) {
+  std::mt19937 rng(12);
+  for (const char* text : {"I8S24", "grit1(e=s8,k0=16,s0=e8m0,sp=2:4:u2:asclsb,esr=ratiomaxabs)"}) {
+    grit::Grade g;
+    grit::exact::Law L;
+    ASSERT_TRUE(exact_law_of(text, &g, &L)) << text;
+    for (int64_t k : {int64_t{1024}, int64_t{2048} + 3 * L.k0, int64_t{4096}}) {
+      const int64_t n = 7;
+      std::vector<uint8_t> meta(static_cast<size_t>(n * k / 8 + 1));
+      for (auto& b : meta) b = static_cast<uint8_t>(rng());
+      for (int64_t r = 0; r < n; ++r)
+        ASSERT_EQ(grit::cpu::exact_row_stored(L, meta.data(), r, k), grit::exact::row_stored(L, meta.data(), r, k))
+            << text << " k=" << k << " row " << r;
+    }
+  }
 }
 
 }  // namespace

@@ -167,24 +167,39 @@ void decode_sparse(SparseRows& sp, int64_t c0, int64_t cols, uint8_t* wbuf) {
     }                                                 \
   } while (0)
 
-// R (4, 8 or 16) batch rows over blocks b0 .. b0 + nb of the tile (their
-// activations at ab, 16 x kb bytes a block; the codes at wbuf), the
-// accumulators resumed from and parked to acc_mem. Blocks go four at a
-// time through accumulator tiles 0, 1, 6 and 7, each stored to its slot of
-// a ring of kRing chunks; the float steps of a chunk run kLag chunks after
-// its multiplies were issued, so the tile unit and the vector units work
-// side by side.
+// One batch group over a run of blocks of the tile: its activations from the
+// run's first block (S8AmxActivations' layout), its 16 rows (rows past m
+// repeat the last and are not stored), its parked accumulators, and bytes
+// to bring into L2 along the way.
+struct GroupRun {
+  const int8_t* codes;   // 16 x kb bytes a block
+  const float* scales;   // 16 a block
+  const int32_t* sums;   // 16 a block
+  const float* sumsf;    // the same as floats
+  const S8Activation* const* act;
+  int rows;
+  int64_t b0, nb;        // blocks b0 .. b0 + nb - 1 of the row
+  float* acc;
+  const uint8_t* pf;
+  int64_t pf_bytes;
+};
+
+// R (4, 8 or 16) batch rows over the run (its codes at wbuf), the
+// accumulators resumed and parked. Blocks go four at a time through
+// accumulator tiles 0, 1, 6 and 7, each stored to its slot of a ring; the
+// float steps of a chunk of four run kLag chunks after its multiplies were
+// issued (on the Xeon measured the two added up whatever the lag: the tile
+// instructions and the vector work did not overlap).
 template <int R, int kZero, bool kSigned>
-void run_blocks(const s8::Law& L, const S8Amx& p, const int8_t* ab, const float* sat, const int32_t* At,
-                const S8Activation* const* act, const S8Tile& t, int64_t b0, int64_t nb, const uint8_t* wbuf,
-                float* acc_mem, const uint8_t* pf, int64_t pf_bytes) {
+void run_blocks(const s8::Law& L, const S8Amx& p, const S8Tile& t, const uint8_t* wbuf, const GroupRun& g) {
   constexpr int kLag = 1, kRing = kLag + 1;
-  Batch<R, kZero> bt(L, nullptr, act);
-  bt.seek(b0);
-  if (b0 > 0) bt.resume(acc_mem);
+  Batch<R, kZero> bt(L, nullptr, g.act);
+  bt.seek(g.b0);
+  if (g.b0 > 0) bt.resume(g.acc);
   alignas(64) int32_t d[kRing][4][256];
   const int kb = L.kb, kstep = p.kstep;
-  const int64_t chunks = (nb + 3) / 4;
+  const int64_t nb = g.nb, chunks = (nb + 3) / 4;
+  const int8_t* ab = g.codes;
   for (int64_t c = 0; c < chunks + kLag; ++c) {
     if (c < chunks) {
       int32_t(*dd)[256] = d[c % kRing];
@@ -207,26 +222,25 @@ void run_blocks(const s8::Law& L, const S8Amx& p, const int8_t* ab, const float*
     if (c < kLag) continue;
     const int64_t done = c - kLag;  // this chunk's sums are in memory
     for (int j = 0; j < 4 && 4 * done + j < nb; ++j) {
-      const int64_t blk = 4 * done + j;
-      for (int64_t at = blk * pf_bytes / nb; at < (blk + 1) * pf_bytes / nb; at += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(pf + at), _MM_HINT_T1);
+      const int64_t blk = 4 * done + j, at = 16 * blk;
+      for (int64_t pa = blk * g.pf_bytes / nb; pa < (blk + 1) * g.pf_bytes / nb; pa += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(g.pf + pa), _MM_HINT_T1);
+      const int32_t* dj = d[done % kRing][j];
       if (L.qe != 0)
-        bt.template finish<true, true>(t, 0, d[done % kRing][j], sat + 16 * blk, At + 16 * blk);
+        bt.template finish<true, true>(t, 0, dj, g.scales + at, g.sums + at, g.sumsf + at);
       else
-        bt.template finish<false, true>(t, 0, d[done % kRing][j], sat + 16 * blk, At + 16 * blk);
+        bt.template finish<false, true>(t, 0, dj, g.scales + at, g.sums + at, g.sumsf + at);
     }
   }
-  bt.park(acc_mem);
+  bt.park(g.acc);
 }
 #undef GRIT_S8_AMX_BLOCK
 
 template <int kZero, bool kSigned>
-void run_group(const s8::Law& L, const S8Amx& p, int rows, const int8_t* ab, const float* sat, const int32_t* At,
-               const S8Activation* const* act, const S8Tile& t, int64_t b0, int64_t nb, const uint8_t* wbuf,
-               float* acc_mem, const uint8_t* pf, int64_t pf_bytes) {
-  if (rows > 8) return run_blocks<16, kZero, kSigned>(L, p, ab, sat, At, act, t, b0, nb, wbuf, acc_mem, pf, pf_bytes);
-  if (rows > 4) return run_blocks<8, kZero, kSigned>(L, p, ab, sat, At, act, t, b0, nb, wbuf, acc_mem, pf, pf_bytes);
-  run_blocks<4, kZero, kSigned>(L, p, ab, sat, At, act, t, b0, nb, wbuf, acc_mem, pf, pf_bytes);
+void run_group(const s8::Law& L, const S8Amx& p, const S8Tile& t, const uint8_t* wbuf, const GroupRun& g) {
+  if (g.rows > 8) return run_blocks<16, kZero, kSigned>(L, p, t, wbuf, g);
+  if (g.rows > 4) return run_blocks<8, kZero, kSigned>(L, p, t, wbuf, g);
+  run_blocks<4, kZero, kSigned>(L, p, t, wbuf, g);
 }
 
 // The tile's columns in chunks of about kChunkCols: each chunk's codes are
@@ -263,12 +277,13 @@ void run_tile(const s8::Law& L, const S8Amx& p, const S8AmxActivations& aq, cons
     for (int64_t q = 0; q < groups; ++q) {
       const int rows = m - 16 * q < 16 ? static_cast<int>(m - 16 * q) : 16;
       const S8Activation* a[16];
-      for (int r = 0; r < 16; ++r) a[r] = act[16 * q + (r < rows ? r : rows - 1)];  // rows past m: not stored
+      for (int r = 0; r < 16; ++r) a[r] = act[16 * q + (r < rows ? r : rows - 1)];
       const int64_t at = (q * B + b0) * 16;  // the group's first block of this chunk
       const int64_t pf_from = next_bytes * c0 / k, pf_to = next_bytes * (c0 + cols) / k;  // this chunk's share
-      run_group<kZero, kSigned>(L, p, rows, aq.codes.data() + at * kb, aq.scales.data() + at, aq.sums.data() + at, a,
-                                t, b0, nb, wbuf, acc_mem + 256 * q, q == 0 ? next + pf_from : nullptr,
-                                q == 0 ? pf_to - pf_from : 0);
+      const GroupRun g{aq.codes.data() + at * kb, aq.scales.data() + at, aq.sums.data() + at, aq.sumsf.data() + at,
+                       a, rows, b0, nb, acc_mem + 256 * q, q == 0 ? next + pf_from : nullptr,
+                       q == 0 ? pf_to - pf_from : 0};
+      run_group<kZero, kSigned>(L, p, t, wbuf, g);
     }
   }
   // the outputs: the law's last steps from the parked accumulators
@@ -282,6 +297,14 @@ void run_tile(const s8::Law& L, const S8Amx& p, const S8AmxActivations& aq, cons
   }
 }
 
+// run_tile for a zero-point kind and the codes' signedness.
+template <bool kSigned>
+decltype(&run_tile<s8::kZpNone, kSigned>) pick(int zero) {
+  if (zero == s8::kZpShared) return &run_tile<s8::kZpShared, kSigned>;
+  if (zero == s8::kZpOffset) return &run_tile<s8::kZpOffset, kSigned>;
+  return &run_tile<s8::kZpNone, kSigned>;
+}
+
 }  // namespace
 
 void s8_amx_activations(const s8::Law& L, const std::vector<int32_t>* quads, const S8Activation* act, int64_t m,
@@ -290,6 +313,7 @@ void s8_amx_activations(const s8::Law& L, const std::vector<int32_t>* quads, con
   aq->codes.assign(static_cast<size_t>(rows * k), 0);
   aq->scales.assign(static_cast<size_t>(rows * B), 0.0f);
   aq->sums.assign(static_cast<size_t>(rows * B), 0);
+  aq->sumsf.assign(static_cast<size_t>(rows * B), 0.0f);
   for (int64_t i = 0; i < m; ++i) {
     const int8_t* src = reinterpret_cast<const int8_t*>(quads[i].data());
     for (int64_t b = 0; b < B; ++b) {
@@ -297,6 +321,7 @@ void s8_amx_activations(const s8::Law& L, const std::vector<int32_t>* quads, con
       std::memcpy(aq->codes.data() + at * kb, src + b * kb, static_cast<size_t>(kb));
       aq->scales[at] = act[i].scales[b];
       aq->sums[at] = act[i].sums[b];
+      aq->sumsf[at] = static_cast<float>(act[i].sums[b]);  // exact: |A_b| <= 256 * 127
     }
   }
 }
@@ -312,19 +337,8 @@ void s8_amx_tile(const s8::Law& L, const S8Amx& p, const S8AmxActivations& aq, c
   float* acc = scratch->acc.data() + ((-reinterpret_cast<uintptr_t>(scratch->acc.data()) & 63) / 4);
   const TileConfig cfg = config(p.kstep);
   _tile_loadconfig(&cfg);
-  if (p.b_signed) {
-    switch (L.zero) {
-      case s8::kZpShared: run_tile<s8::kZpShared, true>(L, p, aq, act, m, t, data, meta, cursor, r0, k, n, bias, y, ldy, wbuf, acc); break;
-      case s8::kZpOffset: run_tile<s8::kZpOffset, true>(L, p, aq, act, m, t, data, meta, cursor, r0, k, n, bias, y, ldy, wbuf, acc); break;
-      default: run_tile<s8::kZpNone, true>(L, p, aq, act, m, t, data, meta, cursor, r0, k, n, bias, y, ldy, wbuf, acc);
-    }
-  } else {
-    switch (L.zero) {
-      case s8::kZpShared: run_tile<s8::kZpShared, false>(L, p, aq, act, m, t, data, meta, cursor, r0, k, n, bias, y, ldy, wbuf, acc); break;
-      case s8::kZpOffset: run_tile<s8::kZpOffset, false>(L, p, aq, act, m, t, data, meta, cursor, r0, k, n, bias, y, ldy, wbuf, acc); break;
-      default: run_tile<s8::kZpNone, false>(L, p, aq, act, m, t, data, meta, cursor, r0, k, n, bias, y, ldy, wbuf, acc);
-    }
-  }
+  const auto run = p.b_signed ? pick<true>(L.zero) : pick<false>(L.zero);
+  run(L, p, aq, act, m, t, data, meta, cursor, r0, k, n, bias, y, ldy, wbuf, acc);
   _tile_release();
   g_calls.fetch_add(1, std::memory_order_relaxed);
 }

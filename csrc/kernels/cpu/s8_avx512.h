@@ -143,11 +143,12 @@ struct Batch {
   // always inlined: acc and D then stay in registers across the kernel's loops.
   // The AMX kernel's form (kStored): D_b of batch row i and weight row r at
   // dt[16 * i + r], the block's activation scales and sums at sat[i] and
-  // At[i], off 0. kP2 false: the law's 2^qe is 1 (qe = 0), whose product
+  // At[i] (Aft[i]: the same sums as floats, exact), off 0. kP2 false: the law's 2^qe is 1 (qe = 0), whose product
   // changes no integer-valued float, so it is left out.
   template <bool kP2 = true, bool kStored = false>
   __attribute__((always_inline)) void finish(const S8Tile& t, int32_t off, const int32_t* dt = nullptr,
-                                             const float* sat = nullptr, const int32_t* At = nullptr) {
+                                             const float* sat = nullptr, const int32_t* At = nullptr,
+                                             const float* Aft = nullptr) {
     const __m512 S = _mm512_loadu_ps(t.S.data() + g * kS8TileRows);
     __m512i zi = _mm512_setzero_si512();
     if (kZero == s8::kZpShared) zi = _mm512_loadu_si512(t.zi.data() + g * kS8TileRows);
@@ -169,8 +170,8 @@ struct Batch {
       const __m512 O = _mm512_loadu_ps(t.O.data() + g * kS8TileRows);
       for (int i = 0; i < R; ++i) {
         const __m512 sa = _mm512_set1_ps(kStored ? sat[i] : scales[i][b]);
-        const int32_t A = kStored ? At[i] : sums[i][b];
-        acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(sa, O), _mm512_set1_ps(static_cast<float>(A)), acc[i]);
+        const __m512 A = _mm512_set1_ps(kStored ? Aft[i] : static_cast<float>(sums[i][b]));
+        acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(sa, O), A, acc[i]);
       }
     }
     ++b;

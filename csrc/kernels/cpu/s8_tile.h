@@ -200,6 +200,7 @@ struct S8AmxActivations {
   std::vector<int8_t> codes;
   std::vector<float> scales;
   std::vector<int32_t> sums;
+  std::vector<float> sumsf;  // the sums as floats (exact), for zps=l1's second FMA
 };
 void s8_amx_activations(const s8::Law& L, const std::vector<int32_t>* quads, const S8Activation* act, int64_t m,
                         int64_t k, S8AmxActivations* aq);

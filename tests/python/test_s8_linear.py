@@ -7,11 +7,16 @@ and e4m3 x binary32 scales, u4 with Q4KS's two-level offsets, s8 2:4 sparse,
 u4/u8 with integer zero points, s4/s8 groups, a per-channel group wider than
 the activation block), ragged shapes, random plane bytes (NaN and infinite
 scales included), every CPU kernel variant, 1 vs 2 threads, a row alone vs
-inside a batch; the terms it reads equal the reference decode; opcheck;
+inside a batch; the AMX kernel forced on against the same reading and
+against the VNNI kernel, beside torch's own AMX GEMM, and its environment
+switch; the terms it reads equal the reference decode; opcheck;
 closeness to the float product of the packed activations; the
 straight-through gradient; the refusals named.
 """
 
+import os
+import subprocess
+import sys
 from fractions import Fraction
 
 import numpy as np
@@ -468,3 +473,37 @@ def test_amx_kernel_threads_and_batch_composition(name):
             assert torch.equal(_bits(alone[0]), _bits(outs[0][i])), (name, i)
     finally:
         torch.set_num_threads(before)
+
+
+@needs_amx
+def test_amx_kernel_beside_torch_bfloat16_gemm():
+    """torch's bfloat16 GEMM (oneDNN) may run on AMX tiles in the same threads: each kernel loads its own
+    tile configuration, so interleaved calls keep both results."""
+    grade = _canon("MXFP4")
+    planes = _planes("MXFP4", (256, 512), seed=51)
+    x = torch.randn(32, 512, generator=torch.Generator().manual_seed(52))
+    xb = torch.randn(64, 512, generator=torch.Generator().manual_seed(53)).bfloat16()
+    wb = torch.randn(384, 512, generator=torch.Generator().manual_seed(54)).bfloat16()
+    want_s8 = ops.packed_linear_s8(x, planes, grade, (256, 512))
+    want_bf16 = F.linear(xb, wb)
+    with _Amx(-1) as amx:
+        for _ in range(20):
+            assert torch.equal(F.linear(xb, wb), want_bf16)
+            assert torch.equal(_bits(ops.packed_linear_s8(x, planes, grade, (256, 512))), _bits(want_s8))
+    assert amx.ran > 0
+
+
+@needs_amx
+@pytest.mark.parametrize("env, runs", (("0", False), ("1", True), ("", True)))
+def test_amx_kernel_environment_switch(env, runs):
+    """GRIT_S8_AMX=0 keeps the AMX kernel off at start-up, =1 (or unset, at 32 rows) lets it run."""
+    script = ("import torch\nfrom torch_grit import _C, ops\n"
+              "p = ops.quantize(torch.randn(64, 256), 'MXFP4')\n"
+              "ops.packed_linear_s8(torch.randn(32, 256), p, 'MXFP4', (64, 256))\n"
+              "print(_C._cpu_s8_amx_calls())\n")
+    environ = {k: v for k, v in os.environ.items() if k != "GRIT_S8_AMX"}
+    if env:
+        environ["GRIT_S8_AMX"] = env
+    out = subprocess.run([sys.executable, "-c", script], env=environ, capture_output=True, text=True,
+                         timeout=120, check=True)
+    assert (int(out.stdout.split()[-1]) > 0) == runs, out.stdout

@@ -10,6 +10,7 @@
 // do.
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <initializer_list>
 #include <numeric>
@@ -26,7 +27,16 @@ namespace grit {
 namespace cpu {
 namespace {
 
-std::atomic<int> g_mode{-1};
+// GRIT_S8_AMX=0 keeps the kernel off, =1 takes it at every batch; unset or
+// anything else: from kS8AmxMinRows rows.
+int initial_mode() {
+  const char* env = std::getenv("GRIT_S8_AMX");
+  if (env != nullptr && std::strcmp(env, "0") == 0) return 0;
+  if (env != nullptr && std::strcmp(env, "1") == 0) return 1;
+  return -1;
+}
+
+std::atomic<int> g_mode{initial_mode()};
 std::atomic<uint64_t> g_calls{0};
 
 // AMX-TILE and AMX-INT8 in CPUID leaf 7, and the kernel's permission for

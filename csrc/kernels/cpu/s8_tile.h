@@ -184,8 +184,9 @@ struct S8Amx {
 bool s8_amx_plan(const s8::Law& L, const S8Fused& f, int64_t m, S8Amx* p);
 
 // Tests and benchmarks: 1 takes the AMX kernel at every batch where the
-// plan allows it, 0 never, -1 (the default) from kS8AmxMinRows batch rows
-// up; returns the previous mode. s8_amx_calls counts the tiles it ran.
+// plan allows it, 0 never, -1 from kS8AmxMinRows batch rows up (the default,
+// or what the environment's GRIT_S8_AMX=0|1 says at start-up); returns the
+// previous mode. s8_amx_calls counts the tiles it ran.
 constexpr int64_t kS8AmxMinRows = 16;
 int set_s8_amx(int mode);
 uint64_t s8_amx_calls();

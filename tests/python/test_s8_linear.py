@@ -427,7 +427,12 @@ def test_amx_kernel_random_bytes_nan_and_inf(name):
 
 # k past one column chunk (1024), and more than one 16-row batch group
 WIDE_AMX = {"MXFP4": 2560, "NVF4": 1280, "Q4KS": 2304, "I8S24": 2560, "U4Z_G128": 2560, "U8Z_G32": 1152,
-            "Q8_0": 1088, "S4_G64": 1280, "S8_G128": 2304}
+            "Q8_0": 1088, "S4_G64": 1280, "S8_G128": 2304,
+            # blocks of 48 (chunks of 960 columns), 8 and 256 columns, high nibbles first
+            "grit1(e=s4,k0=48,s0=binary16,esr=ratiomaxabs)": 1536,
+            "grit1(e=s8,k0=8,s0=binary16,esr=ratiomaxabs)": 1040,
+            "grit1(e=s4,k0=256,s0=binary16,esr=ratiomaxabs)": 1536,
+            MSB[0]: 1088}
 
 
 @needs_amx

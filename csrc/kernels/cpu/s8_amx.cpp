@@ -1,13 +1,11 @@
 // The s8 tile kernel on AMX-INT8 (s8_tile.h): per 16 weight rows the codes
-// are decoded once into AMX's B layout (the VNNI kernel's register
-// transposes, stored), then every 16 batch rows take one tdpbssd / tdpbsud
-// per activation block (64 columns at most a multiply: a block of 128 or
-// 256 runs two or four into the same sums). The int32 sums are the law's
-// exact D_b (integer sums do not depend on their order), stored to a 1 KiB
-// buffer and taken through Batch::finish, the VNNI kernel's float steps in
-// the law's order: the same bits as grit::s8::dot. Two accumulator tiles
-// alternate, so the next block's multiply runs while this one's float steps
-// do.
+// are decoded a chunk of 1024 columns at a time into AMX's B layout (the
+// VNNI kernel's register transposes, stored), then every 16 batch rows take
+// one tdpbssd / tdpbsud per activation block (64 columns at most a
+// multiply: a block of 128 or 256 runs two or four into the same sums). The
+// int32 sums are the law's exact D_b (integer sums do not depend on their
+// order), stored to a 1 KiB buffer and taken through Batch::finish, the VNNI
+// kernel's float steps in the law's order: the same bits as grit::s8::dot.
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>

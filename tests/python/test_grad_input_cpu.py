@@ -88,7 +88,8 @@ def test_thread_count_does_not_change_the_bits():
     assert torch.equal(out[0].view(torch.int32), out[1].view(torch.int32))
 
 
-@pytest.mark.skipif("avx512_bf16" not in ISAS, reason="this CPU has no AVX512_BF16")
+@pytest.mark.skipif("avx512_bf16" not in ISAS, reason="the pair path checked here runs only in the avx512_bf16 "
+                    "kernel variant, and this CPU has no AVX512_BF16")
 def test_bfloat16_grad_y_over_mxfp4_takes_pairs_with_the_same_bits():
     """Two rows per vdpbf16ps where every product is exact and every sum normal (pairs_allowed);
     a weight whose scales leave that range, or float32 grad_y, takes the multiply and add."""
@@ -113,7 +114,8 @@ def test_bfloat16_grad_y_over_mxfp4_takes_pairs_with_the_same_bits():
     assert _same(got, _ordered(gy.float(), w).to(torch.bfloat16))
 
 
-@pytest.mark.skipif("avx512_bf16" not in ISAS, reason="this CPU has no AVX512_BF16")
+@pytest.mark.skipif("avx512_bf16" not in ISAS, reason="the pair path checked here runs only in the avx512_bf16 "
+                    "kernel variant, and this CPU has no AVX512_BF16")
 def test_the_tiled_backward_takes_pairs_where_the_planes_would():
     """packed_linear_grad_input_tiled decides the pair route from GRIT's scale codes (untiled, no
     padding): pairs for in-range codes, none for a code planted in the last, partial tile."""

@@ -198,24 +198,32 @@ def test_random_bytes_nan_and_inf(name):
     _over_isas(check)
 
 
-@pytest.mark.parametrize("name", ("MXFP4", "Q4KS", "I8S24", "U4Z_G128"))
-def test_threads_and_batch_composition(name):
-    n, k = 40, 4 * GRADES[name] if GRADES[name] >= 64 else 256
-    planes = _planes(name, (n, k), seed=5)
-    x = torch.randn(9, k, generator=torch.Generator().manual_seed(6))
+def _threads_and_rows(name, n, k, m, rows, seed):
+    """packed_linear_s8 on m rows with 1 and 2 threads (the same bits), then each of `rows` alone (the same
+    bits as inside the batch); returns the AMX kernel's tile counts (batch runs, single rows)."""
+    planes = _planes(name, (n, k), seed=seed)
+    x = torch.randn(m, k, generator=torch.Generator().manual_seed(seed + 1))
     grade = _canon(name)
     before = torch.get_num_threads()
     try:
         outs = []
-        for t in (1, 2):
-            torch.set_num_threads(t)
-            outs.append(ops.packed_linear_s8(x, planes, grade, (n, k)))
+        with _Amx(-1) as batch:
+            for t in (1, 2):
+                torch.set_num_threads(t)
+                outs.append(ops.packed_linear_s8(x, planes, grade, (n, k)))
         assert torch.equal(_bits(outs[0]), _bits(outs[1]))
-        for i in (0, 4, 8):
-            alone = ops.packed_linear_s8(x[i:i + 1], planes, grade, (n, k))
-            assert torch.equal(_bits(alone[0]), _bits(outs[0][i]))
+        with _Amx(-1) as alone_runs:
+            for i in rows:
+                alone = ops.packed_linear_s8(x[i:i + 1], planes, grade, (n, k))
+                assert torch.equal(_bits(alone[0]), _bits(outs[0][i])), (name, i)
     finally:
         torch.set_num_threads(before)
+    return batch.ran, alone_runs.ran
+
+
+@pytest.mark.parametrize("name", ("MXFP4", "Q4KS", "I8S24", "U4Z_G128"))
+def test_threads_and_batch_composition(name):
+    _threads_and_rows(name, 40, 4 * GRADES[name] if GRADES[name] >= 64 else 256, 9, (0, 4, 8), seed=5)
 
 
 @pytest.mark.parametrize("name", ("MXFP4", "NVF4", "Q8_0", "S4_G64", "U4Z_G128"))
@@ -458,26 +466,8 @@ def test_amx_kernel_matches_vnni_kernel_on_wide_rows(name, m):
 def test_amx_kernel_threads_and_batch_composition(name):
     """By default batches of 16 rows and more take the AMX kernel and a row alone the VNNI kernel:
     the same bits either way, for 1 and 2 threads."""
-    n, k = 40, 2048
-    planes = _planes(name, (n, k), seed=49)
-    x = torch.randn(24, k, generator=torch.Generator().manual_seed(50))
-    grade = _canon(name)
-    before = torch.get_num_threads()
-    try:
-        outs = []
-        for t in (1, 2):
-            torch.set_num_threads(t)
-            with _Amx(-1) as amx:
-                outs.append(ops.packed_linear_s8(x, planes, grade, (n, k)))
-            assert amx.ran > 0
-        assert torch.equal(_bits(outs[0]), _bits(outs[1]))
-        for i in (0, 15, 16, 23):
-            with _Amx(-1) as amx:
-                alone = ops.packed_linear_s8(x[i:i + 1], planes, grade, (n, k))
-            assert amx.ran == 0
-            assert torch.equal(_bits(alone[0]), _bits(outs[0][i])), (name, i)
-    finally:
-        torch.set_num_threads(before)
+    batch_tiles, alone_tiles = _threads_and_rows(name, 40, 2048, 24, (0, 15, 16, 23), seed=49)
+    assert batch_tiles > 0 and alone_tiles == 0
 
 
 @needs_amx

@@ -1,7 +1,8 @@
 """packed_linear_grad_input on CPU: grad_x = grad_y W with W decoded a block of rows at a time
 (the active variant's decoder, whose bits are the reference decode's), each element the
-float32 products grad_y[i, j] * W[j, c] added in ascending j from +0.0, whatever the
-instruction set, the thread count or the batch. A plain ordered sum in numpy is the oracle.
+fused multiply-adds acc = fma(grad_y[i, j], W[j, c], acc) in ascending j from +0.0, whatever the
+instruction set, the thread count or the batch. An ordered sum of correctly rounded fused
+multiply-adds, emulated in numpy's binary64, is the oracle.
 """
 
 import numpy as np
@@ -9,6 +10,7 @@ import pytest
 import torch
 
 from torch_grit import _C, ops
+from fma_oracle import fma32
 from test_kernels_cpu import FP4_F16, GPTQ, Q8, S4_128, S4_CH, S4_F32, S8_128, S8_CH, S8_F32, SHAPES, _random_planes, _reference_weight
 
 ISAS = tuple(_C.cpu_isas_supported())
@@ -17,13 +19,38 @@ GRADES = ("MXFP4", "NVF4", "Q4KS", "I8S24", "MXFP4_RNE", "NVF4_RTZ", Q8, GPTQ, S
 
 
 def _ordered(gy, w):
-    """grad_x[i, c] = (((0 + p_0) + p_1) + ...), p_j = f32(gy[i, j] * w[j, c])."""
+    """grad_x[i, c] = fma(gy[i, n-1], w[n-1, c], ... fma(gy[i, 0], w[0, c], +0.0))."""
     gy, w = gy.numpy(), w.numpy()
     gx = np.zeros((gy.shape[0], w.shape[1]), np.float32)
     with np.errstate(over="ignore", invalid="ignore"):  # the planted infinite and NaN weights, on purpose
         for j in range(w.shape[0]):
-            gx = (gx + (gy[:, j:j + 1] * w[j:j + 1, :]).astype(np.float32)).astype(np.float32)
+            gx = fma32(gy[:, j:j + 1], w[j:j + 1, :], gx)
     return torch.from_numpy(gx)
+
+
+def test_the_oracle_fuses_the_multiply_and_add():
+    """fma32 against exact rational arithmetic on values where a rounded product then an add differs,
+    ties of the final rounding included."""
+    from fractions import Fraction
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal(4000).astype(np.float32)
+    b = rng.standard_normal(4000).astype(np.float32)
+    c = (-(a.astype(np.float64) * b) * (1 + rng.standard_normal(4000) * 1e-6)).astype(np.float32)
+    # (1 + 2^-18)(2^-24 - 2^-42) = 2^-24 - 2^-60: added to 1 + 2^-23 the binary64 sum is the float32
+    # tie 1 + 2^-23 + 2^-24 (ties to even would give 1 + 2^-22); the exact sum lies below it.
+    a = np.concatenate([a, np.float32([1.0 + 2.0 ** -18, 2.0 ** -24, 3.0])])
+    b = np.concatenate([b, np.float32([2.0 ** -24 - 2.0 ** -42, 1.0 - 2.0 ** -24, 2.0 ** -30])])
+    c = np.concatenate([c, np.float32([1.0 + 2.0 ** -23, 1.0, 1.0])])
+    got = fma32(a, b, c)
+    assert got[4000] == np.float32(1.0 + 2.0 ** -23)
+    for g, x, y, z in zip(got, a, b, c):  # got is the float32 nearest the exact value, ties to even
+        exact = Fraction(float(x)) * Fraction(float(y)) + Fraction(float(z))
+        d = abs(Fraction(float(g)) - exact)
+        for neighbour in (np.nextafter(g, np.float32(-np.inf)), np.nextafter(g, np.float32(np.inf))):
+            dn = abs(Fraction(float(neighbour)) - exact)
+            assert d < dn or (d == dn and int(np.float32(g).view(np.uint32)) % 2 == 0), (x, y, z, g)
+    unfused = (a * b).astype(np.float32) + c
+    assert (got != unfused).sum() > 100  # the values tell a fused step from a rounded product
 
 
 def _same(a, b):

@@ -14,6 +14,7 @@ import torch.nn.functional as F
 
 import torch_grit
 from torch_grit import ops
+from fma_oracle import fma32
 from torch_grit.ops import _plane_bytes_affine
 from torch_grit.util.peak_memory import peak_growth
 
@@ -195,8 +196,7 @@ def test_packed_linear_follows_the_law_bit_for_bit(grade, dtype):
     # recomputed here with exact FMAs: per k0-group four FMA chains over e
     # (element values where the group factors, else decoded weights), the
     # group's S applied once, bias last.
-    # grad_x keeps its own law: products rounded to float32, added to +0.0 in
-    # ascending n.
+    # grad_x keeps its own law: fused multiply-adds into +0.0 in ascending n.
     shape = RAGGED
     planes = _planes(grade, shape)
     w = _weight(grade, planes, shape).numpy()
@@ -212,7 +212,7 @@ def test_packed_linear_follows_the_law_bit_for_bit(grade, dtype):
     gyf = gy.float().numpy()
     acc = np.zeros((3, shape[1]), dtype=np.float32)
     for n in range(shape[0]):
-        acc = acc + gyf[:, n:n + 1] * w[None, n, :]
+        acc = fma32(gyf[:, n:n + 1], w[None, n, :].astype(np.float32), acc)
     got = torch.ops.grit.packed_linear_grad_input(gy, *planes, grade, list(shape))
     assert torch.equal(got, torch.from_numpy(acc).to(dtype))
 

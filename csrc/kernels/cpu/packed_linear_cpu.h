@@ -165,7 +165,7 @@ struct KernelTable {
   // and scale0 in the CPU tile layout, nibble_tiles.h) in place. False for
   // the scalar reference, which reads row-major planes only.
   bool reads_tiles = false;
-  // grad_x[i, c] += f32(grad_y[i, j] * W[j, c]) for j in [row_begin,
+  // grad_x[i, c] = fma(grad_y[i, j], W[j, c], grad_x[i, c]) for j in [row_begin,
   // row_end) ascending, batch rows i < m, columns [col_begin, col_end):
   // grad_input_accumulate's bits (packed_linear_ref.h), whatever the
   // blocking. grad_y is [m, n], grad_x [m, k]; w_rows holds rows

@@ -5,8 +5,8 @@
 //
 // W is the [n, k] weight the planes decode to (row-major stream order,
 // groups along k). Numerics: y follows the law of grit/linear_law.h on the
-// core's factored decode (decode_factors_range); grad_x rounds each product
-// grad_y * w to binary32 and adds them to a +0.0 accumulator in ascending n.
+// core's factored decode (decode_factors_range); grad_x takes one fused
+// multiply-add per product grad_y * w into a +0.0 accumulator, ascending n.
 // W is never materialised: a tile of rows is decoded at a time.
 #pragma once
 
@@ -48,7 +48,8 @@ Status linear_tiles(const PackedWeight& w, const float* x, int64_t m, const floa
 Status linear_tiles_continue(const PackedWeight& w, const float* x, int64_t m, int64_t tile_begin,
                              int64_t tile_end, float* acc);
 
-// grad_x[i, :] += grad_y[i, j] * W[j, :] for j in [row_begin, row_end) in
+// grad_x[i, :] += grad_y[i, j] * W[j, :], one fused multiply-add each (the
+// product never rounded alone), for j in [row_begin, row_end) in
 // ascending order, for batch rows i in [m_begin, m_end) and columns
 // [col_begin, col_end) of grad_x. grad_y is [m, n], grad_x is [m, k]; w_rows
 // holds the decoded rows [row_begin, row_end).

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cmath>
+#include <type_traits>
 #include <cstdint>
 
 #include "grit/format.h"
@@ -52,6 +53,11 @@ void accumulate_tile(const W* wt, int64_t k, const float* x, int64_t m, const fl
 // grad_x[i, c] += grad_y[i, j] * W[j, c] for j in [row_begin, row_end)
 // ascending, batch rows i in [m_begin, m_end), columns c in [col_begin,
 // col_end); w_rows holds those rows (all k columns).
+//
+// float W (packed_linear_grad_input): each step is one fused multiply-add,
+// acc = fma(grad_y[i, j], W[j, c], acc), rounded once to binary32. double W
+// (INT4G's law): the product is formed in binary64, rounded to binary32,
+// then added.
 template <class W>
 void accumulate_grad_input(const float* grad_y, const W* w_rows, int64_t n, int64_t k,
                            int64_t row_begin, int64_t row_end, int64_t m_begin, int64_t m_end,
@@ -63,8 +69,12 @@ void accumulate_grad_input(const float* grad_y, const W* w_rows, int64_t n, int6
       const W g = static_cast<W>(gy[j]);
       const W* wr = w_rows + (j - row_begin) * k;
       for (int64_t kk = col_begin; kk < col_end; ++kk) {
-        const float p = static_cast<float>(g * wr[kk]);
-        gx[kk] = gx[kk] + p;
+        if constexpr (std::is_same_v<W, float>) {
+          gx[kk] = std::fma(g, wr[kk], gx[kk]);
+        } else {
+          const float p = static_cast<float>(g * wr[kk]);
+          gx[kk] = gx[kk] + p;
+        }
       }
     }
   }

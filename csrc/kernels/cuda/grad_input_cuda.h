@@ -8,7 +8,7 @@
 // output element is fixed by n alone: lane l of a warp adds, from +0.0, the
 // products of rows l, l+32, l+64, ... in ascending n; the 32 lane sums are
 // combined by the butterfly xor 16, 8, 4, 2, 1; a NaN result is the canonical
-// 0x7FC00000. (The CPU adds in plain
+// 0x7FC00000. (The CPU takes one fused multiply-add per product in plain
 // ascending n: CPU and CUDA agree within the float32 summation bound, not
 // bit for bit.) One warp owns a 32-column unit and up to 4 batch rows.
 #pragma once

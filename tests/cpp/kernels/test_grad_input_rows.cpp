@@ -1,6 +1,7 @@
 // KernelTable::grad_input_rows of every variant this CPU runs against the
 // reference accumulation (tile_accumulate.h, accumulate_grad_input), bit for
-// bit: batch rows and columns that fill no whole register block, column
+// bit (the reference: one fused multiply-add per row of W, in ascending
+// order): batch rows and columns that fill no whole register block, column
 // ranges that start and end mid-strip (what a thread is handed), a grad_x
 // that already holds earlier blocks' sums, and NaN, infinite, signed-zero
 // and subnormal values in grad_y and W.
@@ -77,6 +78,33 @@ TEST(GradInputRows, EveryVariantAddsTheReferenceProductsInOrder) {
         check(isa, m, 40, k, 3, 40, k / 3, k - k / 5, true, seed++);  // a thread's ragged column range
       }
   }
+}
+
+// The reference itself: each step one std::fma in ascending row order, not a
+// rounded product then an add (random normal values make the two differ often).
+TEST(GradInputRows, TheReferenceFusesEachStepInRowOrder) {
+  std::mt19937 rng(11);
+  const int64_t m = 3, n = 50, k = 40;
+  const std::vector<float> gy = values(static_cast<size_t>(m * n), rng, false);
+  const std::vector<float> w = values(static_cast<size_t>(n * k), rng, false);
+  std::vector<float> got(static_cast<size_t>(m * k), 0.0f), fused(got.size(), 0.0f), unfused(got.size(), 0.0f);
+  grit::cpu::accumulate_grad_input(gy.data(), w.data(), n, k, 0, n, 0, m, 0, k, got.data());
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t c = 0; c < k; ++c)
+      for (int64_t j = 0; j < n; ++j) {
+        float& f = fused[static_cast<size_t>(i * k + c)];
+        float& u = unfused[static_cast<size_t>(i * k + c)];
+        f = std::fma(gy[static_cast<size_t>(i * n + j)], w[static_cast<size_t>(j * k + c)], f);
+        const float p = gy[static_cast<size_t>(i * n + j)] * w[static_cast<size_t>(j * k + c)];
+        u = u + p;
+      }
+  int64_t bad = 0, differ = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    bad += !same(got[i], fused[i]);
+    differ += !same(fused[i], unfused[i]);
+  }
+  EXPECT_EQ(bad, 0);
+  EXPECT_GT(differ, 20);  // the inputs tell the two laws apart
 }
 
 TEST(GradInputRows, ABlockOfOneRowAndAnEmptyRange) {

@@ -40,7 +40,10 @@ void grad_input_blocks(int64_t n, int64_t k, int64_t m, int64_t block_rows, Deco
 // at least kGradTileRows, at most 512 (smaller blocks for small batches
 // measured slower: a parallel region per block); the products added by the variant's
 // grad_input_rows, or by its grad_input_pairs where grad_y is bfloat16 and
-// pairs_ok(gy, count) (KernelTable::grad_input_pairs: the same bits).
+// pairs_ok(gy, count) (KernelTable::grad_input_pairs: the same bits), for
+// one batch row always and for more where pair_gemm_enabled() (the CPU's
+// vendor decides, as for the forward: on an Intel Xeon with AMX the pairs
+// ran 100 ms against the FMA route's 73-75 ms at batch 512).
 template <class Decode, class PairsOk>
 at::Tensor grad_input_float(const at::Tensor& grad_y, int64_t n, int64_t k, const grit::cpu::KernelTable& kt,
                             Decode&& decode, PairsOk&& pairs_ok) {
@@ -51,7 +54,7 @@ at::Tensor grad_input_float(const at::Tensor& grad_y, int64_t n, int64_t k, cons
     const float* gyp = gy.const_data_ptr<float>();
     float* gxp = gx.mutable_data_ptr<float>();
     const auto accumulate_rows = kt.grad_input_pairs != nullptr && grad_y.scalar_type() == at::kBFloat16 &&
-                                         pairs_ok(gyp, m * n)
+                                         (m == 1 || grit::cpu::pair_gemm_enabled()) && pairs_ok(gyp, m * n)
                                      ? kt.grad_input_pairs
                                      : kt.grad_input_rows;
     const int64_t block_rows =

@@ -115,9 +115,17 @@ def test_thread_count_does_not_change_the_bits():
     assert torch.equal(out[0].view(torch.int32), out[1].view(torch.int32))
 
 
+@pytest.fixture
+def pair_gemm_on():
+    """Batches > 1 take the pair path whatever the CPU's vendor (by default AMD cores only)."""
+    previous = _C._cpu_set_pair_gemm(1)
+    yield
+    _C._cpu_set_pair_gemm(previous)
+
+
 @pytest.mark.skipif("avx512_bf16" not in ISAS, reason="the pair path checked here runs only in the avx512_bf16 "
                     "kernel variant, and this CPU has no AVX512_BF16")
-def test_bfloat16_grad_y_over_mxfp4_takes_pairs_with_the_same_bits():
+def test_bfloat16_grad_y_over_mxfp4_takes_pairs_with_the_same_bits(pair_gemm_on):
     """Two rows per vdpbf16ps where every product is exact and every sum normal (pairs_allowed);
     a weight whose scales leave that range, or float32 grad_y, takes the multiply and add."""
     g = torch.Generator().manual_seed(11)
@@ -143,7 +151,7 @@ def test_bfloat16_grad_y_over_mxfp4_takes_pairs_with_the_same_bits():
 
 @pytest.mark.skipif("avx512_bf16" not in ISAS, reason="the pair path checked here runs only in the avx512_bf16 "
                     "kernel variant, and this CPU has no AVX512_BF16")
-def test_the_tiled_backward_takes_pairs_where_the_planes_would():
+def test_the_tiled_backward_takes_pairs_where_the_planes_would(pair_gemm_on):
     """packed_linear_grad_input_tiled decides the pair route from GRIT's scale codes (untiled, no
     padding): pairs for in-range codes, none for a code planted in the last, partial tile."""
     g = torch.Generator().manual_seed(12)
@@ -166,3 +174,25 @@ def test_the_tiled_backward_takes_pairs_where_the_planes_would():
         assert took_pairs == (plant is None)
         assert _same(got, want) and _same(got, _ordered(gy.float(), _reference_weight("MXFP4", p, shape))
                                           .to(torch.bfloat16))
+
+
+@pytest.mark.skipif("avx512_bf16" not in ISAS, reason="the pair path checked here runs only in the avx512_bf16 "
+                    "kernel variant, and this CPU has no AVX512_BF16")
+def test_batches_take_pairs_only_where_the_pair_gemm_is_on():
+    """With the pair GEMM off (the choice on non-AMD cores) a batch of 7 takes the FMA route and a
+    single row still takes pairs; the bits are the same either way."""
+    g = torch.Generator().manual_seed(13)
+    shape = (64, 96)
+    planes = ops.quantize(torch.randn(shape, generator=g), "MXFP4")
+    w = _reference_weight("MXFP4", planes, shape)
+    for mode in (0, 1):
+        previous = _C._cpu_set_pair_gemm(mode)
+        try:
+            for m in (1, 7):
+                gy = torch.randn(m, shape[0], generator=g).to(torch.bfloat16)
+                before = _C._cpu_pair_path_calls()
+                got = _grad("avx512_bf16", gy, planes, "MXFP4", shape)
+                assert (_C._cpu_pair_path_calls() > before) == (m == 1 or mode == 1), (mode, m)
+                assert _same(got, _ordered(gy.float(), w).to(torch.bfloat16)), (mode, m)
+        finally:
+            _C._cpu_set_pair_gemm(previous)

@@ -115,6 +115,10 @@ def test_thread_count_does_not_change_the_bits():
     assert torch.equal(out[0].view(torch.int32), out[1].view(torch.int32))
 
 
+needs_pairs = pytest.mark.skipif("avx512_bf16" not in ISAS, reason="the pair path checked here runs only in the "
+                                 "avx512_bf16 kernel variant, and this CPU has no AVX512_BF16")
+
+
 @pytest.fixture
 def pair_gemm_on():
     """Batches > 1 take the pair path whatever the CPU's vendor (by default AMD cores only)."""
@@ -123,11 +127,10 @@ def pair_gemm_on():
     _C._cpu_set_pair_gemm(previous)
 
 
-@pytest.mark.skipif("avx512_bf16" not in ISAS, reason="the pair path checked here runs only in the avx512_bf16 "
-                    "kernel variant, and this CPU has no AVX512_BF16")
+@needs_pairs
 def test_bfloat16_grad_y_over_mxfp4_takes_pairs_with_the_same_bits(pair_gemm_on):
     """Two rows per vdpbf16ps where every product is exact and every sum normal (pairs_allowed);
-    a weight whose scales leave that range, or float32 grad_y, takes the multiply and add."""
+    a weight whose scales leave that range, or float32 grad_y, takes the FMA route."""
     g = torch.Generator().manual_seed(11)
     for shape in ((600, 64), (33, 512), (17, 96)):
         planes = ops.quantize(torch.randn(shape, generator=g), "MXFP4")
@@ -149,8 +152,7 @@ def test_bfloat16_grad_y_over_mxfp4_takes_pairs_with_the_same_bits(pair_gemm_on)
     assert _same(got, _ordered(gy.float(), w).to(torch.bfloat16))
 
 
-@pytest.mark.skipif("avx512_bf16" not in ISAS, reason="the pair path checked here runs only in the avx512_bf16 "
-                    "kernel variant, and this CPU has no AVX512_BF16")
+@needs_pairs
 def test_the_tiled_backward_takes_pairs_where_the_planes_would(pair_gemm_on):
     """packed_linear_grad_input_tiled decides the pair route from GRIT's scale codes (untiled, no
     padding): pairs for in-range codes, none for a code planted in the last, partial tile."""
@@ -176,8 +178,7 @@ def test_the_tiled_backward_takes_pairs_where_the_planes_would(pair_gemm_on):
                                           .to(torch.bfloat16))
 
 
-@pytest.mark.skipif("avx512_bf16" not in ISAS, reason="the pair path checked here runs only in the avx512_bf16 "
-                    "kernel variant, and this CPU has no AVX512_BF16")
+@needs_pairs
 def test_batches_take_pairs_only_where_the_pair_gemm_is_on():
     """With the pair GEMM off (the choice on non-AMD cores) a batch of 7 takes the FMA route and a
     single row still takes pairs; the bits are the same either way."""

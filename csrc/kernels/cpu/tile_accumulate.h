@@ -8,8 +8,8 @@
 #pragma once
 
 #include <cmath>
-#include <type_traits>
 #include <cstdint>
+#include <type_traits>
 
 #include "grit/format.h"
 

@@ -10,6 +10,7 @@
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
+#include <atomic>
 #include <tuple>
 #include <vector>
 
@@ -162,7 +163,19 @@ at::Tensor packed_linear_grad_input_tiled_cpu(const at::Tensor& grad_y, const at
     });
   };
   // The pair route asks for GRIT's scale0 codes: untiled once, only when it may apply.
-  return grad_input_float(grad_y, n, k, kt, decode, [&](const float* gy, int64_t count) {
+  auto decode_strips = [&](int64_t r0, int64_t r1, float* out, int64_t width, int64_t stride) {
+    const int64_t t0 = r0 / grit::cpu::kLinearTileRows;
+    std::atomic<bool> fallback{false};
+    at::parallel_for(t0, grit::cpu::linear_tile_count(r1), 1, [&](int64_t b, int64_t e) {
+      bool fb = false;
+      const grit::Status s = grit::cpu::tiled_decode_strips(
+          kt, w, b, e, out + (b - t0) * grit::cpu::kLinearTileRows * width, width, stride, &fb);
+      TORCH_CHECK(s.ok(), op, ": ", s.message);
+      if (fb) fallback.store(true);
+    });
+    return !fallback.load();
+  };
+  return grad_input_float(grad_y, n, k, kt, decode, decode_strips, [&](const float* gy, int64_t count) {
     grit::cpu::LinearPlan plan;
     grit::cpu::tiled_grade_plan(w, &plan);
     if (!grit::cpu::pairs_allowed(plan, nullptr, 0, gy, 0)) return false;  // the grade alone rules it out

@@ -74,7 +74,9 @@ at::Tensor packed_linear_grad_input_cpu(const at::Tensor& grad_y, const at::Tens
   const PlaneArgs p = plane_args(op, data, scale0, scale1, aux, *grade, shape, grad_y.device());
   const grit::cpu::KernelTable& kt = active_cpu_kernels(op);
   if (n == 0 || k == 0 || batch_rows(grad_y) == 0)  // nothing to decode: zeros of grad_x's shape
-    return grad_input_float(grad_y, n, k, kt, [](int64_t, int64_t, float*) {}, [](const float*, int64_t) { return false; });
+    return grad_input_float(
+        grad_y, n, k, kt, [](int64_t, int64_t, float*) {},
+        [](int64_t, int64_t, float*, int64_t, int64_t) { return true; }, [](const float*, int64_t) { return false; });
 
   const grit::cpu::PackedWeight w = packed_weight(*grade, p, n, k);
   grit::cpu::LinearPlan plan;
@@ -102,7 +104,22 @@ at::Tensor packed_linear_grad_input_cpu(const at::Tensor& grad_y, const at::Tens
     const grit::Status s = grit::cpu::decode_rows(w, r0, r1, &cursor, out);
     TORCH_CHECK(s.ok(), op, ": ", s.message);
   };
-  return grad_input_float(grad_y, n, k, kt, decode, [&](const float* gy, int64_t count) {
+  // The same tiles straight into grad_input's strips, while the fast
+  // decoder can take them.
+  auto decode_strips = [&](int64_t r0, int64_t r1, float* out, int64_t width, int64_t stride) {
+    if (!fast || kt.decode_strips == nullptr) return false;
+    const int64_t t0 = r0 / grit::cpu::kLinearTileRows, t1 = grit::cpu::linear_tile_count(r1);
+    std::atomic<bool> fallback{false};
+    at::parallel_for(t0, t1, 1, [&](int64_t b, int64_t e) {
+      bool fb = false;
+      const grit::Status s = kt.decode_strips(plan, b, e, out + (b - t0) * grit::cpu::kLinearTileRows * width,
+                                              width, stride, &fb);
+      TORCH_CHECK(s.ok(), op, ": ", s.message);
+      if (fb) fallback.store(true);
+    });
+    return !fallback.load();
+  };
+  return grad_input_float(grad_y, n, k, kt, decode, decode_strips, [&](const float* gy, int64_t count) {
     return grit::cpu::pairs_allowed(plan, p.plane[1].data, p.plane[1].size, gy, count);
   });
 }

@@ -20,6 +20,11 @@ namespace grit_ops {
 // decode(r0, r1, rows) writes rows [r0, r1) of W (row-major, k columns);
 // accumulate(r0, r1, rows, c0, c1) adds their products into columns
 // [c0, c1) of grad_x for every batch row.
+// p rounded up to a multiple of 64 bytes (p's buffer has 16 floats to spare).
+inline float* align64(float* p) {
+  return reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(p) + 63) & ~uintptr_t{63});
+}
+
 template <class W, class Decode, class Accumulate>
 void grad_input_blocks(int64_t n, int64_t k, int64_t m, int64_t block_rows, Decode&& decode,
                        Accumulate&& accumulate) {
@@ -44,25 +49,54 @@ void grad_input_blocks(int64_t n, int64_t k, int64_t m, int64_t block_rows, Deco
 // one batch row always and for more where pair_gemm_enabled() (the CPU's
 // vendor decides, as for the forward: on an Intel Xeon with AMX the pairs
 // ran 100 ms against the FMA route's 73-75 ms at batch 512).
-template <class Decode, class PairsOk>
+//
+// On the FMA route of a variant with strips (KernelTable::grad_strip),
+// decode_strips(r0, r1, out, width, stride) first tries to write the block
+// in KernelTable::decode_strips' layout, where grad_input_strips reads it
+// without a copy (the row-major decode and the strip copies took about a
+// tenth of the call); it returns false where it cannot (a plan that falls
+// back to the reference), and that block and every later one take decode
+// and grad_input_rows (the reference carries its cursor from block to
+// block). The same bits either way.
+template <class Decode, class DecodeStrips, class PairsOk>
 at::Tensor grad_input_float(const at::Tensor& grad_y, int64_t n, int64_t k, const grit::cpu::KernelTable& kt,
-                            Decode&& decode, PairsOk&& pairs_ok) {
+                            Decode&& decode, DecodeStrips&& decode_strips, PairsOk&& pairs_ok) {
   const int64_t m = batch_rows(grad_y);
   at::Tensor gx = at::zeros({m, k}, grad_y.options().dtype(at::kFloat));
   if (m > 0 && n > 0 && k > 0) {
     const at::Tensor gy = grad_y.reshape({m, n}).to(at::kFloat).contiguous();
     const float* gyp = gy.const_data_ptr<float>();
     float* gxp = gx.mutable_data_ptr<float>();
-    const auto accumulate_rows = kt.grad_input_pairs != nullptr && grad_y.scalar_type() == at::kBFloat16 &&
-                                         (m == 1 || grit::cpu::pair_gemm_enabled()) && pairs_ok(gyp, m * n)
-                                     ? kt.grad_input_pairs
-                                     : kt.grad_input_rows;
+    const bool pairs = kt.grad_input_pairs != nullptr && grad_y.scalar_type() == at::kBFloat16 &&
+                       (m == 1 || grit::cpu::pair_gemm_enabled()) && pairs_ok(gyp, m * n);
+    const auto accumulate_rows = pairs ? kt.grad_input_pairs : kt.grad_input_rows;
     const int64_t block_rows =
         std::max<int64_t>(kGradTileRows, std::min<int64_t>(512, (int64_t{8} << 20) / (4 * k)) / 16 * 16);
-    grad_input_blocks<float>(n, k, m, block_rows, decode,
-                             [&](int64_t r0, int64_t r1, const float* rows, int64_t c0, int64_t c1) {
-                               accumulate_rows(gyp, n, rows, r0, r1, m, k, c0, c1, gxp);
-                             });
+    const int64_t width = kt.grad_strip;
+    const int64_t strips = width > 0 ? (k + width - 1) / width : 0;
+    const int64_t stride = block_rows * width;
+    // Zeroed once: the tail of a last partial strip is never written.
+    std::vector<float> strip_buf(!pairs && strips > 0 ? static_cast<size_t>(strips * stride + 16) : 0);
+    float* const strip_rows = strip_buf.empty() ? nullptr : align64(strip_buf.data());
+    bool use_strips = strip_rows != nullptr;
+    std::vector<float> rows;
+    for (int64_t r0 = 0; r0 < n; r0 += block_rows) {
+      const int64_t r1 = std::min(n, r0 + block_rows);
+      const int64_t column_work = std::max<int64_t>(1, m * (r1 - r0));
+      const int64_t grain = std::max<int64_t>(64, kLinearTaskWork / column_work);
+      if (use_strips && decode_strips(r0, r1, strip_rows, width, stride)) {
+        at::parallel_for(0, strips, std::max<int64_t>(1, grain / width), [&](int64_t s0, int64_t s1) {
+          kt.grad_input_strips(gyp, n, strip_rows, stride, r0, r1, m, k, s0 * width, std::min(k, s1 * width), gxp);
+        });
+        continue;
+      }
+      use_strips = false;
+      if (rows.empty()) rows.resize(static_cast<size_t>(std::min(n, block_rows) * k));
+      decode(r0, r1, rows.data());
+      at::parallel_for(0, k, grain, [&](int64_t c0, int64_t c1) {
+        accumulate_rows(gyp, n, rows.data(), r0, r1, m, k, c0, c1, gxp);
+      });
+    }
   }
   return gx.to(grad_y.scalar_type()).view(with_last(grad_y.sizes(), k));
 }

@@ -87,13 +87,17 @@ def test_every_variant_gives_the_ordered_sum(isa, grade):
 
 @pytest.mark.parametrize("isa", ISAS)
 def test_irregular_sparse_planes_and_non_finite_scales(isa):
-    """I8S24 quads naming one position twice make the fast decoder give up (from the start, or
-    at row 100: the reference takes over there, its cursor found); random MXFP4 bytes hold NaN
-    and infinite scales."""
+    """I8S24 quads naming one position twice make the fast decoder give up (from the start, at
+    row 100, or at row 550 of a second block of rows, after a first one went through the strips:
+    the reference takes over there, its cursor found); random MXFP4 bytes hold NaN and infinite
+    scales."""
     late = _random_planes("I8S24", (150, 160), seed=4)
     late[3][(100 * 40 + 7) // 2] = 0x55  # row 100: two quads name position 1 twice
+    later = _random_planes("I8S24", (600, 160), seed=6)
+    later[3][(550 * 40 + 7) // 2] = 0x55  # row 550, in the second block of 512 rows
     for grade, planes, shape in (("I8S24", _random_planes("I8S24", (150, 160), regular=False), (150, 160)),
                                  ("I8S24", late, (150, 160)),
+                                 ("I8S24", later, (600, 160)),
                                  ("MXFP4", _random_planes("MXFP4", (90, 96), seed=3), (90, 96))):
         w = _reference_weight(grade, planes, shape)
         gy = torch.randn(4, shape[0], generator=torch.Generator().manual_seed(5))

@@ -144,5 +144,16 @@ Status tiled_decode_tiles(const KernelTable& kt, const TiledNibbles& w, int64_t 
   return decode_rows(u.sub, 0, u.sub.n, &cursor, out);
 }
 
+Status tiled_decode_strips(const KernelTable& kt, const TiledNibbles& w, int64_t tile_begin, int64_t tile_end,
+                           float* out, int64_t width, int64_t stride, bool* fallback) {
+  if (tile_begin >= tile_end) return Status::Ok();
+  LinearPlan plan;
+  if (kt.decode_strips == nullptr || !plan_in_place(kt, w, &plan)) {
+    *fallback = true;
+    return Status::Ok();
+  }
+  return kt.decode_strips(plan, tile_begin, tile_end, out, width, stride, fallback);
+}
+
 }  // namespace cpu
 }  // namespace grit

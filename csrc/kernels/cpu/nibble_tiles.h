@@ -65,5 +65,11 @@ void tiled_grade_plan(const TiledNibbles& w, LinearPlan* plan);
 Status tiled_decode_tiles(const KernelTable& kt, const TiledNibbles& w, int64_t tile_begin, int64_t tile_end,
                           float* out);
 
+// The same rows in KernelTable::decode_strips' layout, decoded in place by
+// kt.decode_strips; *fallback set (out unusable) where kt has none or cannot
+// read the tiles: the caller then takes tiled_decode_tiles.
+Status tiled_decode_strips(const KernelTable& kt, const TiledNibbles& w, int64_t tile_begin, int64_t tile_end,
+                           float* out, int64_t width, int64_t stride, bool* fallback);
+
 }  // namespace cpu
 }  // namespace grit

@@ -181,6 +181,24 @@ struct KernelTable {
   void (*grad_input_pairs)(const float* grad_y, int64_t n, const float* w_rows, int64_t row_begin,
                            int64_t row_end, int64_t m, int64_t k, int64_t col_begin, int64_t col_end,
                            float* grad_x) = nullptr;
+  // The tiles' rows of W in strips of `width` columns (a multiple of 16):
+  // column c of row r (rows counted from tile_begin*16) at
+  // out[(c / width) * stride + r * width + c % width], the reference
+  // decode's bits; nothing else of out is written. Sets *fallback (out
+  // then partly written) where decode_tiles would fall back and for a plan
+  // without a fast decoder: the caller takes the reference's rows instead.
+  // Null in the scalar variant.
+  Status (*decode_strips)(const LinearPlan& p, int64_t tile_begin, int64_t tile_end, float* out, int64_t width,
+                          int64_t stride, bool* fallback) = nullptr;
+  // grad_input_rows' bits over W's rows [row_begin, row_end) laid out by
+  // decode_strips with width grad_strip: strip s (columns s*grad_strip
+  // onwards) at w_strips + s * stride, 64-byte aligned, each row's unused
+  // tail of a last partial strip initialised (its values are never used).
+  // col_begin must be a multiple of grad_strip. Null where grad_strip is 0.
+  void (*grad_input_strips)(const float* grad_y, int64_t n, const float* w_strips, int64_t stride,
+                            int64_t row_begin, int64_t row_end, int64_t m, int64_t k, int64_t col_begin,
+                            int64_t col_end, float* grad_x) = nullptr;
+  int64_t grad_strip = 0;
 };
 
 // Whether a grad_input call may take KernelTable::grad_input_pairs: plan is

@@ -101,6 +101,53 @@ TEST(PackedLinearCpu, EveryVariantDecodesLikeTheCore) {
   }
 }
 
+// decode_strips' layout (grad_input's strips): every (row, column) where
+// the layout puts it, from the second tile on as from the first, and no
+// other float of the buffer written, at the variant's own width and at
+// other multiples of 16, ragged last strips included.
+TEST(PackedLinearCpu, EveryVariantDecodesStripsLikeTheCore) {
+  for (const Case& c : kCases) {
+    const grit::Grade& g = *grit::reference_grade(c.grade)->grade;
+    const auto planes = random_planes(g, c.n, c.k, 11);
+    const grit::cpu::PackedWeight w = weight(g, planes, c.n, c.k);
+    std::vector<float> want(static_cast<size_t>(c.n * c.k));
+    ASSERT_TRUE(grit::decode(g, w.planes, static_cast<uint64_t>(c.n * c.k), want.data()).ok());
+    grit::cpu::LinearPlan plan;
+    grit::cpu::make_plan(w, &plan);
+    const int64_t tiles = grit::cpu::linear_tile_count(c.n);
+    for (Isa isa : supported()) {
+      const grit::cpu::KernelTable& kt = grit::cpu::kernels_for(isa);
+      if (kt.decode_strips == nullptr) {
+        EXPECT_EQ(isa, Isa::kScalar);  // the reference decodes rows only
+        continue;
+      }
+      for (int64_t width : {kt.grad_strip, int64_t{16}, int64_t{48}}) {
+        for (int64_t t0 : {int64_t{0}, int64_t{1}}) {
+          const int64_t r0 = t0 * grit::cpu::kLinearTileRows, rows = c.n - r0;
+          if (rows <= 0) continue;
+          const int64_t strips = (c.k + width - 1) / width, stride = rows * width + 32;
+          const float sentinel = -12345.0f;
+          std::vector<float> got(static_cast<size_t>(strips * stride), sentinel);
+          bool fallback = false;
+          ASSERT_TRUE(kt.decode_strips(plan, t0, tiles, got.data(), width, stride, &fallback).ok());
+          EXPECT_FALSE(fallback);
+          std::vector<bool> placed(got.size(), false);
+          int64_t bad = 0;
+          for (int64_t r = 0; r < rows; ++r)
+            for (int64_t col = 0; col < c.k; ++col) {
+              const size_t at = static_cast<size_t>((col / width) * stride + r * width + col % width);
+              placed[at] = true;
+              bad += std::memcmp(&got[at], &want[static_cast<size_t>((r0 + r) * c.k + col)], sizeof(float)) != 0;
+            }
+          for (size_t i = 0; i < got.size(); ++i) bad += !placed[i] && got[i] != sentinel;
+          EXPECT_EQ(bad, 0) << grit::cpu::isa_name(isa) << " " << c.grade << " [" << c.n << ", " << c.k
+                            << "] width " << width << " from tile " << t0;
+        }
+      }
+    }
+  }
+}
+
 TEST(PackedLinearCpu, EveryVariantReturnsTheReferenceBits) {
   std::mt19937 rng(3);
   std::normal_distribution<float> normal;

@@ -104,6 +104,21 @@ def test_irregular_sparse_planes_and_non_finite_scales(isa):
         assert _same(_grad(isa, gy, planes, grade, shape), _ordered(gy, w)), (isa, grade)
 
 
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("grade", ("MXFP4", "Q4KS", "I8S24"))
+def test_batches_past_a_pass_of_rows_keep_the_ordered_sum(isa, grade):
+    """1100 batch rows: the strips kernel takes them in passes of 512 (three here, the last short);
+    every row matches the ordered sum, and a row of the last pass alone gives its bits in the batch."""
+    shape = (64, 160)  # 160 columns: two whole strips of 64 and a partial one
+    planes = ops.quantize(torch.randn(shape, generator=torch.Generator().manual_seed(8)), grade)
+    w = _reference_weight(grade, planes, shape)
+    gy = torch.randn(1100, shape[0], generator=torch.Generator().manual_seed(9))
+    got = _grad(isa, gy, planes, grade, shape)
+    assert _same(got, _ordered(gy, w)), (isa, grade)
+    alone = _grad(isa, gy[1050:1051], planes, grade, shape)
+    assert _same(alone[0], got[1050]), (isa, grade)
+
+
 def test_thread_count_does_not_change_the_bits():
     shape = (200, 512)
     planes = ops.quantize(torch.randn(shape), "MXFP4")

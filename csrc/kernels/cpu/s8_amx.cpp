@@ -212,20 +212,16 @@ void run_blocks(const s8::Law& L, const S8Amx& p, const S8Tile& t, const uint8_t
     if (c < chunks) {
       int32_t(*dd)[256] = d[c % kRing];
       const int64_t b = 4 * c;
+      // Each store one multiply behind its own: a store straight after its
+      // multiply waited out the multiply's latency.
       GRIT_S8_AMX_BLOCK(0, 2, 3, ab + 16 * kb * b, wbuf + 16 * kb * b);
+      if (b + 1 < nb) GRIT_S8_AMX_BLOCK(1, 4, 5, ab + 16 * kb * (b + 1), wbuf + 16 * kb * (b + 1));
       _tile_stored(0, dd[0], 64);
-      if (b + 1 < nb) {
-        GRIT_S8_AMX_BLOCK(1, 4, 5, ab + 16 * kb * (b + 1), wbuf + 16 * kb * (b + 1));
-        _tile_stored(1, dd[1], 64);
-      }
-      if (b + 2 < nb) {
-        GRIT_S8_AMX_BLOCK(6, 2, 3, ab + 16 * kb * (b + 2), wbuf + 16 * kb * (b + 2));
-        _tile_stored(6, dd[2], 64);
-      }
-      if (b + 3 < nb) {
-        GRIT_S8_AMX_BLOCK(7, 4, 5, ab + 16 * kb * (b + 3), wbuf + 16 * kb * (b + 3));
-        _tile_stored(7, dd[3], 64);
-      }
+      if (b + 2 < nb) GRIT_S8_AMX_BLOCK(6, 2, 3, ab + 16 * kb * (b + 2), wbuf + 16 * kb * (b + 2));
+      if (b + 1 < nb) _tile_stored(1, dd[1], 64);
+      if (b + 3 < nb) GRIT_S8_AMX_BLOCK(7, 4, 5, ab + 16 * kb * (b + 3), wbuf + 16 * kb * (b + 3));
+      if (b + 2 < nb) _tile_stored(6, dd[2], 64);
+      if (b + 3 < nb) _tile_stored(7, dd[3], 64);
     }
     if (c < kLag) continue;
     const int64_t done = c - kLag;  // this chunk's sums are in memory

@@ -1,4 +1,5 @@
-// KernelTable::grad_input_rows of every variant this CPU runs against the
+// KernelTable::grad_input_rows (and grad_input_strips, the same products
+// over W laid out in strips) of every variant this CPU runs against the
 // reference accumulation (tile_accumulate.h, accumulate_grad_input), bit for
 // bit (the reference: one fused multiply-add per row of W, in ascending
 // order): batch rows and columns that fill no whole register block, column
@@ -7,6 +8,7 @@
 // and subnormal values in grad_y and W.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -76,6 +78,49 @@ TEST(GradInputRows, EveryVariantAddsTheReferenceProductsInOrder) {
         check(isa, m, 40, k, 0, 40, 0, k, false, seed++);
         check(isa, m, 40, k, 8, 29, 0, k, true, seed++);
         check(isa, m, 40, k, 3, 40, k / 3, k - k / 5, true, seed++);  // a thread's ragged column range
+      }
+  }
+}
+
+// grad_input_strips: the same products over W's rows laid out in strips of
+// grad_strip columns (decode_strips' layout), column ranges from a strip's
+// start (what a thread is handed), batches past a pass of 512 rows.
+void check_strips(Isa isa, int64_t m, int64_t n, int64_t k, int64_t r0, int64_t r1, int64_t s0, int64_t s1,
+                  bool specials, uint32_t seed) {
+  const grit::cpu::KernelTable& kt = grit::cpu::kernels_for(isa);
+  const int64_t width = kt.grad_strip, rows = r1 - r0;
+  const int64_t strips = (k + width - 1) / width, stride = rows * width + 48;  // gaps between strips
+  std::mt19937 rng(seed);
+  const std::vector<float> gy = values(static_cast<size_t>(m * n), rng, specials);
+  const std::vector<float> w = values(static_cast<size_t>(rows * k), rng, specials);
+  std::vector<float> buf(static_cast<size_t>(strips * stride + 16), std::numeric_limits<float>::quiet_NaN());
+  float* sp = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(buf.data()) + 63) & ~uintptr_t{63});
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < k; ++c) sp[(c / width) * stride + r * width + c % width] = w[r * k + c];
+  std::vector<float> want = values(static_cast<size_t>(m * k), rng, false);  // earlier blocks' sums
+  std::vector<float> got = want;
+  const int64_t c0 = s0 * width, c1 = std::min(k, s1 * width);
+  grit::cpu::accumulate_grad_input(gy.data(), w.data(), n, k, r0, r1, 0, m, c0, c1, want.data());
+  kt.grad_input_strips(gy.data(), n, sp, stride, r0, r1, m, k, c0, c1, got.data());
+  int64_t bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) bad += !same(got[i], want[i]);
+  EXPECT_EQ(bad, 0) << grit::cpu::isa_name(isa) << " m=" << m << " n=" << n << " k=" << k << " rows [" << r0
+                    << "," << r1 << ") strips [" << s0 << "," << s1 << ") specials=" << specials;
+}
+
+TEST(GradInputRows, StripsAddTheReferenceProductsInOrder) {
+  uint32_t seed = 100;
+  for (Isa isa : grit::cpu::kAllIsas) {
+    if (!grit::cpu::isa_supported(isa) || isa == Isa::kScalar) continue;
+    const grit::cpu::KernelTable& kt = grit::cpu::kernels_for(isa);
+    ASSERT_NE(kt.grad_input_strips, nullptr) << grit::cpu::isa_name(isa);
+    ASSERT_GT(kt.grad_strip, 0) << grit::cpu::isa_name(isa);
+    for (int64_t m : {1, 5, 13, 530})
+      for (int64_t k : {16, 33, 100, 200}) {
+        const int64_t strips = (k + kt.grad_strip - 1) / kt.grad_strip;
+        check_strips(isa, m, 24, k, 0, 24, 0, strips, false, seed++);
+        check_strips(isa, m, 24, k, 8, 19, 0, strips, true, seed++);
+        if (strips > 1) check_strips(isa, m, 24, k, 3, 24, 1, strips, true, seed++);  // a thread's share
       }
   }
 }

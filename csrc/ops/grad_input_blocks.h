@@ -20,11 +20,6 @@ namespace grit_ops {
 // decode(r0, r1, rows) writes rows [r0, r1) of W (row-major, k columns);
 // accumulate(r0, r1, rows, c0, c1) adds their products into columns
 // [c0, c1) of grad_x for every batch row.
-// p rounded up to a multiple of 64 bytes (p's buffer has 16 floats to spare).
-inline float* align64(float* p) {
-  return reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(p) + 63) & ~uintptr_t{63});
-}
-
 template <class W, class Decode, class Accumulate>
 void grad_input_blocks(int64_t n, int64_t k, int64_t m, int64_t block_rows, Decode&& decode,
                        Accumulate&& accumulate) {
@@ -77,7 +72,7 @@ at::Tensor grad_input_float(const at::Tensor& grad_y, int64_t n, int64_t k, cons
     const int64_t stride = block_rows * width;
     // Zeroed once: the tail of a last partial strip is never written.
     std::vector<float> strip_buf(!pairs && strips > 0 ? static_cast<size_t>(strips * stride + 16) : 0);
-    float* const strip_rows = strip_buf.empty() ? nullptr : align64(strip_buf.data());
+    float* const strip_rows = strip_buf.empty() ? nullptr : grit::cpu::align64(strip_buf.data());
     bool use_strips = strip_rows != nullptr;
     std::vector<float> rows;
     for (int64_t r0 = 0; r0 < n; r0 += block_rows) {

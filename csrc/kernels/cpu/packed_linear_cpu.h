@@ -201,6 +201,13 @@ struct KernelTable {
   int64_t grad_strip = 0;
 };
 
+// p rounded up to a multiple of 64 bytes (a cache line): the strip buffers
+// of grad_input allocate 64 bytes more than they use and start here.
+template <class T>
+inline T* align64(T* p) {
+  return reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(p) + 63) & ~uintptr_t{63});
+}
+
 // Whether a grad_input call may take KernelTable::grad_input_pairs: plan is
 // a factored E8M0 grade of 4-bit elements (MXFP4 and its siblings) whose
 // every scale0 code (codes[n_codes], GRIT's scale0 plane) gives weights of

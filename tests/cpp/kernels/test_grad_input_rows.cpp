@@ -94,7 +94,7 @@ void check_strips(Isa isa, int64_t m, int64_t n, int64_t k, int64_t r0, int64_t 
   const std::vector<float> gy = values(static_cast<size_t>(m * n), rng, specials);
   const std::vector<float> w = values(static_cast<size_t>(rows * k), rng, specials);
   std::vector<float> buf(static_cast<size_t>(strips * stride + 16), std::numeric_limits<float>::quiet_NaN());
-  float* sp = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(buf.data()) + 63) & ~uintptr_t{63});
+  float* sp = grit::cpu::align64(buf.data());
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < k; ++c) sp[(c / width) * stride + r * width + c % width] = w[r * k + c];
   std::vector<float> want = values(static_cast<size_t>(m * k), rng, false);  // earlier blocks' sums

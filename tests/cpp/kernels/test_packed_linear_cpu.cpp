@@ -78,15 +78,30 @@ std::vector<Isa> supported() {
   return out;
 }
 
+// Random planes of a case's grade, the core's decode of them and their plan
+// (w points into planes: filled in place, never moved).
+struct Decoded {
+  std::vector<std::vector<uint8_t>> planes;
+  grit::cpu::PackedWeight w;
+  std::vector<float> want;
+  grit::cpu::LinearPlan plan;
+};
+
+void decode_case(const Case& c, uint32_t seed, Decoded* d) {
+  const grit::Grade& g = *grit::reference_grade(c.grade)->grade;
+  d->planes = random_planes(g, c.n, c.k, seed);
+  d->w = weight(g, d->planes, c.n, c.k);
+  d->want.assign(static_cast<size_t>(c.n * c.k), 0.0f);
+  ASSERT_TRUE(grit::decode(g, d->w.planes, static_cast<uint64_t>(c.n * c.k), d->want.data()).ok());
+  grit::cpu::make_plan(d->w, &d->plan);
+}
+
 TEST(PackedLinearCpu, EveryVariantDecodesLikeTheCore) {
   for (const Case& c : kCases) {
-    const grit::Grade& g = *grit::reference_grade(c.grade)->grade;
-    const auto planes = random_planes(g, c.n, c.k, 7);
-    const grit::cpu::PackedWeight w = weight(g, planes, c.n, c.k);
-    std::vector<float> want(static_cast<size_t>(c.n * c.k));
-    ASSERT_TRUE(grit::decode(g, w.planes, static_cast<uint64_t>(c.n * c.k), want.data()).ok());
-    grit::cpu::LinearPlan plan;
-    grit::cpu::make_plan(w, &plan);
+    Decoded d;
+    decode_case(c, 7, &d);
+    const std::vector<float>& want = d.want;
+    const grit::cpu::LinearPlan& plan = d.plan;
     EXPECT_NE(plan.kind, grit::cpu::FastKind::kNone) << c.grade;
     for (Isa isa : supported()) {
       std::vector<float> got(want.size(), 1.0f);
@@ -107,13 +122,8 @@ TEST(PackedLinearCpu, EveryVariantDecodesLikeTheCore) {
 // other multiples of 16, ragged last strips included.
 TEST(PackedLinearCpu, EveryVariantDecodesStripsLikeTheCore) {
   for (const Case& c : kCases) {
-    const grit::Grade& g = *grit::reference_grade(c.grade)->grade;
-    const auto planes = random_planes(g, c.n, c.k, 11);
-    const grit::cpu::PackedWeight w = weight(g, planes, c.n, c.k);
-    std::vector<float> want(static_cast<size_t>(c.n * c.k));
-    ASSERT_TRUE(grit::decode(g, w.planes, static_cast<uint64_t>(c.n * c.k), want.data()).ok());
-    grit::cpu::LinearPlan plan;
-    grit::cpu::make_plan(w, &plan);
+    Decoded d;
+    decode_case(c, 11, &d);
     const int64_t tiles = grit::cpu::linear_tile_count(c.n);
     for (Isa isa : supported()) {
       const grit::cpu::KernelTable& kt = grit::cpu::kernels_for(isa);
@@ -129,7 +139,7 @@ TEST(PackedLinearCpu, EveryVariantDecodesStripsLikeTheCore) {
           const float sentinel = -12345.0f;
           std::vector<float> got(static_cast<size_t>(strips * stride), sentinel);
           bool fallback = false;
-          ASSERT_TRUE(kt.decode_strips(plan, t0, tiles, got.data(), width, stride, &fallback).ok());
+          ASSERT_TRUE(kt.decode_strips(d.plan, t0, tiles, got.data(), width, stride, &fallback).ok());
           EXPECT_FALSE(fallback);
           std::vector<bool> placed(got.size(), false);
           int64_t bad = 0;
@@ -137,7 +147,7 @@ TEST(PackedLinearCpu, EveryVariantDecodesStripsLikeTheCore) {
             for (int64_t col = 0; col < c.k; ++col) {
               const size_t at = static_cast<size_t>((col / width) * stride + r * width + col % width);
               placed[at] = true;
-              bad += std::memcmp(&got[at], &want[static_cast<size_t>((r0 + r) * c.k + col)], sizeof(float)) != 0;
+              bad += std::memcmp(&got[at], &d.want[static_cast<size_t>((r0 + r) * c.k + col)], sizeof(float)) != 0;
             }
           for (size_t i = 0; i < got.size(); ++i) bad += !placed[i] && got[i] != sentinel;
           EXPECT_EQ(bad, 0) << grit::cpu::isa_name(isa) << " " << c.grade << " [" << c.n << ", " << c.k

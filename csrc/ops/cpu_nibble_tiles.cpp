@@ -10,7 +10,6 @@
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
-#include <atomic>
 #include <tuple>
 #include <vector>
 
@@ -155,26 +154,16 @@ at::Tensor packed_linear_grad_input_tiled_cpu(const at::Tensor& grad_y, const at
   const grit::cpu::TiledNibbles w = tiled_weight(op, *grade, tdata, tscale0, scale1, aux, shape, grad_y.device());
   const grit::cpu::KernelTable& kt = active_cpu_kernels(op);
   auto decode = [&](int64_t r0, int64_t r1, float* out) {
-    const int64_t t0 = r0 / grit::cpu::kLinearTileRows;
-    at::parallel_for(t0, grit::cpu::linear_tile_count(r1), 1, [&](int64_t b, int64_t e) {
-      const grit::Status s =
-          grit::cpu::tiled_decode_tiles(kt, w, b, e, out + (b - t0) * grit::cpu::kLinearTileRows * k);
-      TORCH_CHECK(s.ok(), op, ": ", s.message);
+    tiles_in_parallel(op, r0, r1, out, k, [&](int64_t b, int64_t e, float* at, bool*) {
+      return grit::cpu::tiled_decode_tiles(kt, w, b, e, at);
+    });
+  };
+  auto decode_strips = [&](int64_t r0, int64_t r1, float* out, int64_t width, int64_t stride) {
+    return tiles_in_parallel(op, r0, r1, out, width, [&](int64_t b, int64_t e, float* at, bool* fb) {
+      return grit::cpu::tiled_decode_strips(kt, w, b, e, at, width, stride, fb);
     });
   };
   // The pair route asks for GRIT's scale0 codes: untiled once, only when it may apply.
-  auto decode_strips = [&](int64_t r0, int64_t r1, float* out, int64_t width, int64_t stride) {
-    const int64_t t0 = r0 / grit::cpu::kLinearTileRows;
-    std::atomic<bool> fallback{false};
-    at::parallel_for(t0, grit::cpu::linear_tile_count(r1), 1, [&](int64_t b, int64_t e) {
-      bool fb = false;
-      const grit::Status s = grit::cpu::tiled_decode_strips(
-          kt, w, b, e, out + (b - t0) * grit::cpu::kLinearTileRows * width, width, stride, &fb);
-      TORCH_CHECK(s.ok(), op, ": ", s.message);
-      if (fb) fallback.store(true);
-    });
-    return !fallback.load();
-  };
   return grad_input_float(grad_y, n, k, kt, decode, decode_strips, [&](const float* gy, int64_t count) {
     grit::cpu::LinearPlan plan;
     grit::cpu::tiled_grade_plan(w, &plan);

@@ -13,7 +13,6 @@
 #include <torch/library.h>
 
 #include <algorithm>
-#include <atomic>
 #include <vector>
 
 #include "kernels/cpu/packed_linear_cpu.h"
@@ -89,15 +88,10 @@ at::Tensor packed_linear_grad_input_cpu(const at::Tensor& grad_y, const at::Tens
   uint64_t cursor = 0;
   auto decode = [&](int64_t r0, int64_t r1, float* out) {
     if (fast) {
-      const int64_t t0 = r0 / grit::cpu::kLinearTileRows, t1 = grit::cpu::linear_tile_count(r1);
-      std::atomic<bool> fallback{false};
-      at::parallel_for(t0, t1, 1, [&](int64_t b, int64_t e) {
-        bool fb = false;
-        const grit::Status s = kt.decode_tiles(plan, b, e, out + (b - t0) * grit::cpu::kLinearTileRows * k, &fb);
-        TORCH_CHECK(s.ok(), op, ": ", s.message);
-        if (fb) fallback.store(true);
-      });
-      if (!fallback.load()) return;
+      if (tiles_in_parallel(op, r0, r1, out, k, [&](int64_t b, int64_t e, float* at, bool* fb) {
+            return kt.decode_tiles(plan, b, e, at, fb);
+          }))
+        return;
       fast = false;
       cursor = grit::sparse_cursor(*w.grade, w.planes, static_cast<uint64_t>(r0) * static_cast<uint64_t>(k));
     }
@@ -107,17 +101,10 @@ at::Tensor packed_linear_grad_input_cpu(const at::Tensor& grad_y, const at::Tens
   // The same tiles straight into grad_input's strips, while the fast
   // decoder can take them.
   auto decode_strips = [&](int64_t r0, int64_t r1, float* out, int64_t width, int64_t stride) {
-    if (!fast || kt.decode_strips == nullptr) return false;
-    const int64_t t0 = r0 / grit::cpu::kLinearTileRows, t1 = grit::cpu::linear_tile_count(r1);
-    std::atomic<bool> fallback{false};
-    at::parallel_for(t0, t1, 1, [&](int64_t b, int64_t e) {
-      bool fb = false;
-      const grit::Status s = kt.decode_strips(plan, b, e, out + (b - t0) * grit::cpu::kLinearTileRows * width,
-                                              width, stride, &fb);
-      TORCH_CHECK(s.ok(), op, ": ", s.message);
-      if (fb) fallback.store(true);
-    });
-    return !fallback.load();
+    return fast && kt.decode_strips != nullptr &&
+           tiles_in_parallel(op, r0, r1, out, width, [&](int64_t b, int64_t e, float* at, bool* fb) {
+             return kt.decode_strips(plan, b, e, at, width, stride, fb);
+           });
   };
   return grad_input_float(grad_y, n, k, kt, decode, decode_strips, [&](const float* gy, int64_t count) {
     return grit::cpu::pairs_allowed(plan, p.plane[1].data, p.plane[1].size, gy, count);

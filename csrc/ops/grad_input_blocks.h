@@ -9,6 +9,7 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <vector>
 
@@ -16,6 +17,24 @@
 #include "ops/op_args.h"
 
 namespace grit_ops {
+
+// The 16-row tiles of rows [r0, r1) of W (r0 a multiple of 16) over
+// threads: decode(b, e, at, &fallback) writes tiles [b, e) from `at`, tile
+// t0 = r0/16 at out, each tile row_floats * 16 floats after the last. A
+// failed Status is raised naming op; false if any range fell back.
+template <class DecodeTiles>
+bool tiles_in_parallel(const char* op, int64_t r0, int64_t r1, float* out, int64_t row_floats,
+                       DecodeTiles&& decode) {
+  const int64_t t0 = r0 / grit::cpu::kLinearTileRows;
+  std::atomic<bool> fallback{false};
+  at::parallel_for(t0, grit::cpu::linear_tile_count(r1), 1, [&](int64_t b, int64_t e) {
+    bool fb = false;
+    const grit::Status s = decode(b, e, out + (b - t0) * grit::cpu::kLinearTileRows * row_floats, &fb);
+    TORCH_CHECK(s.ok(), op, ": ", s.message);
+    if (fb) fallback.store(true);
+  });
+  return !fallback.load();
+}
 
 // decode(r0, r1, rows) writes rows [r0, r1) of W (row-major, k columns);
 // accumulate(r0, r1, rows, c0, c1) adds their products into columns

@@ -248,7 +248,8 @@ def convert(src, dst, grade, *, filter=None, max_shard_size=None, on_tensor=None
             return [memoryview(raw.numpy())]
         w = raw.view(FLOAT_DTYPES[e.dtype]).reshape(e.shape)
         del raw
-        q = quantize(w, u.grade, name=u.name)
+        # Written as GRIT planes: the tile layout only when on_packed runs the kernels.
+        q = quantize(w, u.grade, name=u.name, tile=None if on_packed else False)
         if on_packed is not None:
             found = _bias_entry(lay, u.name, e.shape[0])
             bias = None

@@ -42,6 +42,7 @@ test-cpp: sysdeps
 	cmake --build $(CMAKE_BUILD) -j2
 	ctest --test-dir $(CMAKE_BUILD) --output-on-failure
 	$(CXX) -std=c++17 -fopenmp -fsyntax-only benchmarks/probe_block_sum_gemv.cpp  # a measurement, kept compiling
+	$(CXX) -std=c++17 -fsyntax-only benchmarks/probe_amx_bf16_order.cpp  # the same
 
 test-py: build libtorch-example
 	$(PY) -m pytest tests/python

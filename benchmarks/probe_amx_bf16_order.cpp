@@ -12,10 +12,13 @@
 //   once      f32(acc + sum of all products), one rounding
 //   parity    E = sequential float32 sum of the products at even k, O = the same at
 //             odd k (each add rounded to nearest even), then acc + (E + O)
-// in four data sets: normal magnitudes with a random accumulator, the same
-// with C = +0, magnitudes over the whole exponent range, and one input in
-// four subnormal (for "parity" then with subnormal inputs and accumulator
-// read as zero: DAZ). Prints the mismatches per candidate and set.
+//   parity+ftz  the same with subnormal inputs and accumulator read as zero
+//             (DAZ) and every rounded sum that is subnormal flushed to zero of
+//             its sign (FTZ); the products themselves are not flushed
+// in five data sets: normal magnitudes with a random accumulator, the same
+// with C = +0, magnitudes over the whole exponent range, one input in four
+// subnormal, and products and sums around 2^-126 (C = +0). Prints the
+// mismatches per candidate and set.
 //
 //   g++ -O2 -std=c++17 benchmarks/probe_amx_bf16_order.cpp -o /tmp/probe_amx && /tmp/probe_amx
 //
@@ -66,9 +69,11 @@ uint16_t random_bf16(int lo, int hi, bool subnormals) {
 
 bool same(float a, float b) { return std::memcmp(&a, &b, 4) == 0; }
 float daz(float v) { return std::fpclassify(v) == FP_SUBNORMAL ? std::copysign(0.0f, v) : v; }
+// a double sum rounded to float32, then flushed if subnormal
+float ftz(double v) { return daz(static_cast<float>(v)); }
 
-enum { kSeq, kPairs, kOnce, kParity, kCandidates };
-const char* const kNames[kCandidates] = {"seq", "pairs", "once", "parity"};
+enum { kSeq, kPairs, kOnce, kParity, kParityFtz, kCandidates };
+const char* const kNames[kCandidates] = {"seq", "pairs", "once", "parity", "parity+ftz"};
 
 __attribute__((target("amx-tile,amx-bf16"))) void run_set(const char* name, int lo, int hi, bool subnormals,
                                                           bool zero_acc, int trials) {
@@ -91,12 +96,13 @@ __attribute__((target("amx-tile,amx-bf16"))) void run_set(const char* name, int 
     for (int m = 0; m < 16; ++m)
       for (int n = 0; n < 16; ++n) {
         // element k of row m's dot product: A[m][k] * B[k / 2][2n + k % 2]
-        double p[32];
+        // element k of row m's dot product: A[m][k] * B[k / 2][2n + k % 2], exact in double
+        double p[32], pd[32];  // pd: with subnormal inputs read as zero
         for (int k = 0; k < 32; ++k) {
           const float a = from_bf16(A[m][k]), b = from_bf16(B[k / 2][2 * n + k % 2]);
-          p[k] = subnormals ? static_cast<double>(daz(a)) * daz(b) : static_cast<double>(a) * b;
+          p[k] = static_cast<double>(a) * b;
+          pd[k] = static_cast<double>(daz(a)) * daz(b);
         }
-        const float acc0 = subnormals ? daz(C0[m][n]) : C0[m][n];
         float e[kCandidates];
         float acc = C0[m][n];
         for (int k = 0; k < 32; ++k)
@@ -113,13 +119,19 @@ __attribute__((target("amx-tile,amx-bf16"))) void run_set(const char* name, int 
           E = static_cast<float>(static_cast<double>(E) + p[2 * i]);
           O = static_cast<float>(static_cast<double>(O) + p[2 * i + 1]);
         }
-        e[kParity] = acc0 + (E + O);
+        e[kParity] = C0[m][n] + (E + O);
+        E = ftz(pd[0]), O = ftz(pd[1]);
+        for (int i = 1; i < 16; ++i) {
+          E = ftz(static_cast<double>(E) + pd[2 * i]);
+          O = ftz(static_cast<double>(O) + pd[2 * i + 1]);
+        }
+        e[kParityFtz] = ftz(static_cast<double>(daz(C0[m][n])) + static_cast<double>(ftz(static_cast<double>(E) + O)));
         for (int c = 0; c < kCandidates; ++c)
           if (!same(e[c], C[m][n])) ++mismatches[c];
         ++total;
       }
   }
-  std::printf("%-34s %8ld outputs:", name, total);
+  std::printf("%-40s %8ld outputs:", name, total);
   for (int c = 0; c < kCandidates; ++c) std::printf("  %s %ld", kNames[c], mismatches[c]);
   std::printf("\n");
 }
@@ -132,7 +144,8 @@ __attribute__((target("amx-tile,amx-bf16"))) void probe() {
   run_set("normal, |x| in [2^-7, 2^8]", 120, 135, false, false, 2000);
   run_set("normal, accumulator +0", 120, 135, false, true, 2000);
   run_set("exponents 2^-66 .. 2^72", 60, 199, false, false, 2000);
-  run_set("a quarter subnormal (DAZ read)", 1, 40, true, false, 2000);
+  run_set("a quarter of the inputs subnormal", 1, 40, true, false, 2000);
+  run_set("products and sums near 2^-126, C = +0", 60, 67, false, true, 2000);
   _tile_release();
 }
 

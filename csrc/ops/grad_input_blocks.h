@@ -36,6 +36,12 @@ bool tiles_in_parallel(const char* op, int64_t r0, int64_t r1, float* out, int64
   return !fallback.load();
 }
 
+// Columns of grad_x per parallel task for a block of `rows` rows of W over
+// m batch rows: about kLinearTaskWork products, at least 64 columns.
+inline int64_t grad_column_grain(int64_t m, int64_t rows) {
+  return std::max<int64_t>(64, kLinearTaskWork / std::max<int64_t>(1, m * rows));
+}
+
 // decode(r0, r1, rows) writes rows [r0, r1) of W (row-major, k columns);
 // accumulate(r0, r1, rows, c0, c1) adds their products into columns
 // [c0, c1) of grad_x for every batch row.
@@ -46,8 +52,7 @@ void grad_input_blocks(int64_t n, int64_t k, int64_t m, int64_t block_rows, Deco
   for (int64_t r0 = 0; r0 < n; r0 += block_rows) {
     const int64_t r1 = std::min(n, r0 + block_rows);
     decode(r0, r1, rows.data());
-    const int64_t column_work = std::max<int64_t>(1, m * (r1 - r0));
-    const int64_t grain = std::max<int64_t>(64, kLinearTaskWork / column_work);
+    const int64_t grain = grad_column_grain(m, r1 - r0);
     at::parallel_for(0, k, grain, [&](int64_t c0, int64_t c1) { accumulate(r0, r1, rows.data(), c0, c1); });
   }
 }
@@ -96,8 +101,7 @@ at::Tensor grad_input_float(const at::Tensor& grad_y, int64_t n, int64_t k, cons
     std::vector<float> rows;
     for (int64_t r0 = 0; r0 < n; r0 += block_rows) {
       const int64_t r1 = std::min(n, r0 + block_rows);
-      const int64_t column_work = std::max<int64_t>(1, m * (r1 - r0));
-      const int64_t grain = std::max<int64_t>(64, kLinearTaskWork / column_work);
+      const int64_t grain = grad_column_grain(m, r1 - r0);
       if (use_strips && decode_strips(r0, r1, strip_rows, width, stride)) {
         at::parallel_for(0, strips, std::max<int64_t>(1, grain / width), [&](int64_t s0, int64_t s1) {
           kt.grad_input_strips(gyp, n, strip_rows, stride, r0, r1, m, k, s0 * width, std::min(k, s1 * width), gxp);

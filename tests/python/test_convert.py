@@ -240,9 +240,9 @@ MEMORY_SCRIPT = textwrap.dedent("""
     src, dst, budget = sys.argv[1], sys.argv[2], int(sys.argv[3])
     # Warm up on a small file: lazy imports, allocator arenas, and the thread pool (a
     # worker's stack counts as data), so the weight is large enough to be split.
-    tiny = dst + ".tiny.safetensors"
-    save_file({"a.weight": torch.randn(256, 1024)}, tiny)
-    convert(tiny, dst + ".warm.safetensors", "MXFP4")
+    warm = dst + ".warm-src.safetensors"
+    save_file({"a.weight": torch.randn(256, 1024)}, warm)
+    convert(warm, dst + ".warm.safetensors", "MXFP4")
     data = status("VmData")
     resource.setrlimit(resource.RLIMIT_DATA, (data + budget, resource.RLIM_INFINITY))
     try:

@@ -340,13 +340,13 @@ def _packed_linear_exact_fake(codes, scales, data, scale0, scale1, aux, grade, s
 
 
 # ---------------------------------------------------------------------------
-# The CPU tile layout of a 4-bit weight (csrc/kernels/cpu/nibble_tiles.h)
+# The CPU tile layout of a weight's code and scale0 planes (csrc/kernels/cpu/nibble_tiles.h)
 
 __all__ += ["tile_nibbles", "untile_nibbles", "packed_linear_tiled", "packed_linear_grad_input_tiled"]
 
 
 def tile_nibbles(planes: Planes, grade: GradeLike, shape: Sequence[int]) -> List[Tensor]:
-    """The planes of a 4-bit weight (MXFP4, NVF4 and their siblings) in the CPU tile layout.
+    """A weight's planes in the CPU tile layout: MXFP4, NVF4, Q4KS, I8S24 and their siblings.
 
     Returns ``[tiled_data, tiled_scale0, scale1, aux]``: data and scale0
     permuted so that each 16-row tile's 32-bit words sit one vector apart
@@ -355,7 +355,9 @@ def tile_nibbles(planes: Planes, grade: GradeLike, shape: Sequence[int]) -> List
     and only the planes are ever exported. :func:`packed_linear_tiled` over
     the tiles has :func:`packed_linear`'s bits; the SIMD kernels read the
     tiles in place, without the transposes the row-major planes need.
-    Other grades are refused with the reason. ``GritTensor.tile()`` and
+    Other grades, and I8S24 planes with a quad that names one position twice
+    (its rows' codes then have no fixed offsets), are refused with the
+    reason. ``GritTensor.tile()`` and
     ``torch_grit.tile_(model)`` hold weights this way.
     """
     p = _planes4(planes)
@@ -386,6 +388,16 @@ def packed_linear_grad_input_tiled(grad_y: Tensor, tiled: Planes, grade: GradeLi
     (CPU): W is decoded from the tiles, never untiled first. packed_linear_tiled's backward."""
     return torch.ops.grit.packed_linear_grad_input_tiled.default(grad_y, *_planes4(tiled), _grade_str(grade),
                                                                  _shape(shape))
+
+
+def _row_bytes(grade, shape):
+    """Bytes per row of the data and scale0 planes of an [n, k] weight (a tiled grade's rows
+    hold whole groups of both; level-1 groups may straddle rows, so the whole weight is sized)."""
+    n, k = int(shape[0]), int(shape[1])
+    if n <= 0:
+        return (k // 2, 0)
+    planes = _parsed(grade).plane_bytes(n * k)
+    return (planes[0] // n, planes[1] // n)
 
 
 def _tiled_bytes(rows, row_bytes):
@@ -419,18 +431,18 @@ def _packed_linear_continue_fake(x, data, scale0, scale1, aux, grade, shape, acc
 def _tile_nibbles_fake(data, scale0, scale1, aux, grade, shape):
     _check_one_device("grit::tile_nibbles", "plane 'data'", data, (data, scale0, scale1, aux))
     torch._check(len(shape) == 2, lambda: "grit::tile_nibbles: shape must be [out, in], found %s" % (shape,))
-    k0 = _parsed(grade)._native.k0
-    return (data.new_empty(_tiled_bytes(shape[0], shape[1] // 2)),
-            data.new_empty(_tiled_bytes(shape[0], shape[1] // k0)))
+    row = _row_bytes(grade, shape)
+    return (data.new_empty(_tiled_bytes(shape[0], row[0])),
+            data.new_empty(_tiled_bytes(shape[0], row[1])))
 
 
 @torch.library.register_fake("grit::untile_nibbles")
 def _untile_nibbles_fake(tiled_data, tiled_scale0, grade, shape):
     _check_one_device("grit::untile_nibbles", "plane 'data'", tiled_data, (tiled_data, tiled_scale0))
     torch._check(len(shape) == 2, lambda: "grit::untile_nibbles: shape must be [out, in], found %s" % (shape,))
-    k0 = _parsed(grade)._native.k0
-    return (tiled_data.new_empty(shape[0] * (shape[1] // 2)),
-            tiled_data.new_empty(shape[0] * (shape[1] // k0)))
+    row = _row_bytes(grade, shape)
+    return (tiled_data.new_empty(shape[0] * row[0]),
+            tiled_data.new_empty(shape[0] * row[1]))
 
 
 @torch.library.register_fake("grit::packed_linear_tiled")

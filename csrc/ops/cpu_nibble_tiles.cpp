@@ -1,6 +1,7 @@
 // CPU kernels of the tile-layout ops (kernels/cpu/nibble_tiles.h):
-// grit::tile_nibbles and grit::untile_nibbles move a 4-bit weight's data
-// and scale0 planes into and out of the layout, bit for bit;
+// grit::tile_nibbles and grit::untile_nibbles move a weight's data and
+// scale0 planes (MXFP4, NVF4, Q4KS, I8S24 and their siblings) into and out
+// of the layout, bit for bit;
 // grit::packed_linear_tiled is grit::packed_linear over the tiled planes,
 // with its bits (the same law, the same kernels; batch 1 reads the tiles in
 // place). Threads split the output into 16-row tiles as packed_linear does.
@@ -24,17 +25,25 @@ namespace {
 // The grade, checked to be one the layout holds, and its shape.
 std::shared_ptr<const grit::Grade> tiled_grade(const char* op, c10::string_view text, c10::IntArrayRef shape) {
   auto grade = grade_arg(op, text);
-  TORCH_CHECK_VALUE(grit::cpu::fast_kind_of(*grade) == grit::cpu::FastKind::kNibble, op,
-                    ": the tile layout holds grades of dense 4-bit codes with one 8-bit scale code per 16 or "
-                    "32 values (MXFP4, NVF4 and their siblings); grade ", grade->canonical,
-                    " is not one (keep its planes and call packed_linear)");
+  TORCH_CHECK_VALUE(grit::cpu::tile_layout_kind(grit::cpu::fast_kind_of(*grade)), op,
+                    ": the tile layout holds grades of dense 4-bit codes with 8-bit scale codes per 16 or 32 "
+                    "values (MXFP4, NVF4, Q4KS and their siblings) and 2:4 sparse int8 with binary16 scales "
+                    "(I8S24); grade ", grade->canonical, " is not one (keep its planes and call packed_linear)");
   check_weight_shape(op, *grade, shape);
   return grade;
 }
 
 // Bytes per row of the data and scale0 planes.
-int64_t data_row_bytes(int64_t k) { return k / 2; }
-int64_t scale_row_bytes(const grit::Grade& g, int64_t k) { return k / static_cast<int64_t>(g.k0); }
+int64_t data_row_bytes(const grit::Grade& g, int64_t k) { return grit::cpu::tiled_data_row_bytes(g, k); }
+int64_t scale_row_bytes(const grit::Grade& g, int64_t k) { return grit::cpu::tiled_scale_row_bytes(g, k); }
+
+// A sparse grade's positions must let every row's codes start at r * k/2.
+void check_regular_quads(const char* op, const grit::Grade& g, const grit::Plane& aux) {
+  TORCH_CHECK_VALUE(!g.has_sp || grit::cpu::sparse_quads_regular(aux.data, aux.size), op,
+                    ": plane 'aux' (the 2:4 positions of grade ", g.canonical,
+                    ") has a quad that names one position twice, so the codes of a row do not start at a "
+                    "fixed offset and the tile layout cannot hold them; keep the GRIT planes");
+}
 
 void check_tiled(const char* op, const char* name, const at::Tensor& t, int64_t want, c10::IntArrayRef shape,
                  c10::Device device) {
@@ -50,7 +59,7 @@ void check_side_planes(const char* op, const at::Tensor& scale1, const at::Tenso
                        c10::IntArrayRef shape, c10::Device device) {
   check_plane_tensor(op, "scale1", scale1, device);
   check_plane_tensor(op, "aux", aux, device);
-  const uint64_t lengths[4] = {static_cast<uint64_t>(shape[0] * data_row_bytes(shape[1])),
+  const uint64_t lengths[4] = {static_cast<uint64_t>(shape[0] * data_row_bytes(g, shape[1])),
                                static_cast<uint64_t>(shape[0] * scale_row_bytes(g, shape[1])),
                                static_cast<uint64_t>(scale1.numel()), static_cast<uint64_t>(aux.numel())};
   check_lengths(op, g, shape, lengths);
@@ -62,8 +71,9 @@ std::tuple<at::Tensor, at::Tensor> tile_nibbles_cpu(const at::Tensor& data, cons
   const char* op = "grit::tile_nibbles";
   const auto grade = tiled_grade(op, grade_text, shape);
   const PlaneArgs p = plane_args(op, data, scale0, scale1, aux, *grade, shape, data.device());
+  check_regular_quads(op, *grade, p.plane[3]);
   const int64_t n = shape[0], k = shape[1];
-  const int64_t db = data_row_bytes(k), sb = scale_row_bytes(*grade, k);
+  const int64_t db = data_row_bytes(*grade, k), sb = scale_row_bytes(*grade, k);
   at::Tensor td = at::empty({grit::cpu::tiled_plane_bytes(n, db)}, data.options());
   at::Tensor ts = at::empty({grit::cpu::tiled_plane_bytes(n, sb)}, data.options());
   if (n > 0 && k > 0) {
@@ -81,7 +91,7 @@ std::tuple<at::Tensor, at::Tensor> untile_nibbles_cpu(const at::Tensor& tdata, c
   const char* op = "grit::untile_nibbles";
   const auto grade = tiled_grade(op, grade_text, shape);
   const int64_t n = shape[0], k = shape[1];
-  const int64_t db = data_row_bytes(k), sb = scale_row_bytes(*grade, k);
+  const int64_t db = data_row_bytes(*grade, k), sb = scale_row_bytes(*grade, k);
   check_tiled(op, "data", tdata, grit::cpu::tiled_plane_bytes(n, db), shape, tdata.device());
   check_tiled(op, "scale0", tscale0, grit::cpu::tiled_plane_bytes(n, sb), shape, tdata.device());
   at::Tensor d = at::empty({n * db}, tdata.options());
@@ -109,7 +119,7 @@ grit::cpu::TiledNibbles tiled_weight(const char* op, const grit::Grade& grade, c
                                      const at::Tensor& tscale0, const at::Tensor& scale1, const at::Tensor& aux,
                                      c10::IntArrayRef shape, c10::Device device) {
   const int64_t n = shape[0], k = shape[1];
-  check_tiled(op, "data", tdata, grit::cpu::tiled_plane_bytes(n, data_row_bytes(k)), shape, device);
+  check_tiled(op, "data", tdata, grit::cpu::tiled_plane_bytes(n, data_row_bytes(grade, k)), shape, device);
   check_tiled(op, "scale0", tscale0, grit::cpu::tiled_plane_bytes(n, scale_row_bytes(grade, k)), shape, device);
   check_side_planes(op, scale1, aux, grade, shape, device);
   grit::cpu::TiledNibbles w;

@@ -18,7 +18,8 @@ import torch_grit
 from torch_grit import GritTensor, ops
 from torch_grit.nn import GritLinear
 
-TILED_GRADES = ("MXFP4", "NVF4")
+TILED_GRADES = ("MXFP4", "NVF4", "Q4KS", "I8S24")
+NOT_TILED = ("Q8_0", "U4Z_G128")  # grades the layout does not hold
 
 
 def weight(grade="MXFP4", shape=(40, 96), seed=0, dtype=torch.float32):
@@ -38,7 +39,7 @@ def same_bits(a, b):
 
 @pytest.mark.parametrize("grade", TILED_GRADES)
 def test_tile_keeps_the_contract_and_changes_only_the_held_bytes(grade):
-    w = weight(grade)
+    w = weight(grade, shape=(40, 256) if grade == "Q4KS" else (40, 96))
     t = w.tile()
     assert t.tiled and not w.tiled and t.can_tile
     assert t.tile() is t and w.untile() is w
@@ -66,9 +67,10 @@ def test_tile_keeps_the_contract_and_changes_only_the_held_bytes(grade):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("batch", [1, 5, 64, 257])
 def test_every_product_gives_the_untiled_bits(grade, dtype, batch):
-    w = weight(grade, shape=(37, 160), seed=1)
+    k = 512 if grade == "Q4KS" else 160  # Q4KS rows hold whole 256-column super-blocks
+    w = weight(grade, shape=(37, k), seed=1)
     t = w.tile()
-    x = torch.randn(batch, 160).to(dtype)
+    x = torch.randn(batch, k).to(dtype)
     bias = torch.randn(37).to(dtype)
     assert same_bits(F.linear(x, t, bias), F.linear(x, w, bias))
     assert same_bits(x @ t.t(), x @ w.t())
@@ -105,7 +107,7 @@ def test_gradients_equal_the_untiled_layers():
 
 
 def test_other_grades_devices_and_int4g_are_refused_with_the_reason():
-    for grade in ("Q4KS", "I8S24"):
+    for grade in NOT_TILED:
         w = weight(grade, shape=(16, 256))
         assert not w.can_tile
         with pytest.raises(ValueError, match="tile layout.*" + re.escape(w.grade_canonical)):
@@ -148,7 +150,7 @@ def _model(tiled=False):
     """MXFP4, Q4KS and NVF4 layers; by default with the tile layout undone (untile_)."""
     torch.manual_seed(6)
     model = nn.Sequential(GritLinear.from_linear(nn.Linear(64, 256), "MXFP4"), nn.GELU(),
-                          GritLinear.from_linear(nn.Linear(256, 32), "Q4KS"), nn.GELU(),
+                          GritLinear.from_linear(nn.Linear(256, 32), "Q8_0"), nn.GELU(),
                           GritLinear.from_linear(nn.Linear(32, 16), "NVF4"))
     if not tiled:
         torch_grit.untile_(model)
@@ -158,12 +160,12 @@ def _model(tiled=False):
 def test_the_tile_layout_is_the_cpu_default(tmp_path):
     g = torch.Generator().manual_seed(3)
     w = torch.randn(40, 96, generator=g)
-    for grade, tiles in (("MXFP4", True), ("NVF4", True), ("Q4KS", False), ("I8S24", False)):
+    for grade, tiles in (("MXFP4", True), ("NVF4", True), ("Q4KS", True), ("I8S24", True), ("Q8_0", False)):
         q = torch_grit.quantize(w if grade != "Q4KS" else torch.randn(8, 256, generator=g), grade)
         assert q.tiled is tiles, grade
     assert not torch_grit.quantize(w, "MXFP4", tile=False).tiled
     with pytest.raises(ValueError, match="tile"):
-        torch_grit.quantize(torch.randn(8, 256), "Q4KS", tile=True)
+        torch_grit.quantize(torch.randn(8, 256), "Q8_0", tile=True)
     assert GritLinear(96, 40, grade="NVF4").weight.tiled
     assert GritLinear.from_packed(weight("MXFP4")).weight.tiled
     s8 = GritLinear.from_linear(nn.Linear(96, 40), "MXFP4", activations="s8")

@@ -58,8 +58,8 @@ def test_every_reference_grade_runs_on_the_real_model(float_model, results):
         assert (r.layers_packed, r.layers) == (len(fits), len(shapes)), name
         assert r.cosine.shape == (len(SENTENCES),)
         assert r.cosine.min().item() > MIN_COSINE[name], (name, r.cosine)
-        # tile_ takes exactly the 4-bit E8M0/E4M3-scaled grades, and changes no bit.
-        tileable = name.startswith(("MXFP4", "NVF4"))
+        # tile_ takes exactly the grades with a tile layout (every reference grade), and changes no bit.
+        tileable = name.startswith(("MXFP4", "NVF4", "Q4KS", "I8S24"))
         assert r.layers_tiled == (r.layers_packed if tileable else 0), name
         assert r.tiled_same_bits == tileable, name
 

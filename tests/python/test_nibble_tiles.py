@@ -1,10 +1,10 @@
-"""The CPU tile layout of 4-bit weights (csrc/kernels/cpu/nibble_tiles.h):
+"""The CPU tile layout (csrc/kernels/cpu/nibble_tiles.h) of MXFP4, NVF4, Q4KS, I8S24 and siblings:
 tile_nibbles / untile_nibbles give the planes back bit for bit, and
 packed_linear_tiled returns packed_linear's bits on every CPU kernel
 variant, grade, activation dtype and batch shape, ragged shapes, NaN and
 infinite scales included; packed_linear_grad_input_tiled returns
 packed_linear_grad_input's bits likewise (W decoded from the tiles); opcheck
-on the four ops; gradients; refusals."""
+on the four ops; gradients; refusals (other grades, irregular I8S24 quads)."""
 
 import pytest
 import torch
@@ -13,13 +13,18 @@ import torch_grit
 from torch_grit import _C, ops
 
 ISAS = tuple(_C.cpu_isas_supported())
-GRADES = ("MXFP4", "NVF4", "MXFP4_RNE", "NVF4_RTZ")
+GRADES = ("MXFP4", "NVF4", "MXFP4_RNE", "NVF4_RTZ", "Q4KS", "I8S24")
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 # [out, in]: out not a multiple of the 16-row tile; in/k0 not a multiple of 4
 # (a partial scale word) nor of the 256-column super-block.
 SHAPES = {"MXFP4": ((17, 96), (40, 160), (33, 512)), "NVF4": ((17, 48), (40, 160), (33, 512))}
 SHAPES["MXFP4_RNE"] = SHAPES["MXFP4"]
 SHAPES["NVF4_RTZ"] = SHAPES["NVF4"]
+SHAPES["Q4KS"] = ((17, 256), (40, 512), (33, 768))  # the encoder's rows hold whole 256-column super-blocks
+SHAPES["I8S24"] = ((17, 96), (40, 160), (33, 512))
+# Bytes per row of the data and scale0 planes.
+ROW_BYTES = {g: (lambda k, g=g: (k // 2, k // (16 if g.startswith("NVF4") else 32) * (2 if g == "I8S24" else 1)))
+             for g in GRADES}
 X_BATCHES = ((1,), (3, 5), (9,))
 
 
@@ -51,9 +56,9 @@ def test_untile_gives_the_planes_back(grade):
         planes = _planes(grade, shape)
         tiled = ops.tile_nibbles(planes, grade, shape)
         n, k = shape
-        tiles, k0 = (n + 15) // 16, 16 if grade.startswith("NVF4") else 32
-        assert tiled[0].numel() == tiles * 64 * 4 * ((k // 2 + 15) // 16)
-        assert tiled[1].numel() == tiles * 64 * 4 * ((k // k0 + 15) // 16)
+        tiles, (db, sb) = (n + 15) // 16, ROW_BYTES[grade](k)
+        assert tiled[0].numel() == tiles * 64 * 4 * ((db + 15) // 16)
+        assert tiled[1].numel() == tiles * 64 * 4 * ((sb + 15) // 16)
         assert tiled[2] is planes[2] and tiled[3] is planes[3]
         back = ops.untile_nibbles(tiled, grade, shape)
         for a, b in zip(back, planes):
@@ -172,9 +177,9 @@ def test_tiled_backward_reads_the_tiles():
     assert "grit::packed_linear_grad_input_tiled" in names and "grit::untile_nibbles" not in names, names
 
 
-@pytest.mark.parametrize("grade", ("MXFP4", "NVF4"))
+@pytest.mark.parametrize("grade", ("MXFP4", "NVF4", "Q4KS", "I8S24"))
 def test_opcheck_tile_and_untile(grade):
-    shape = (40, 160)
+    shape = (40, 512)
     planes = _planes(grade, shape)
     torch.library.opcheck(torch.ops.grit.tile_nibbles.default, (*planes, grade, list(shape)))
     tiled = ops.tile_nibbles(planes, grade, shape)
@@ -183,9 +188,11 @@ def test_opcheck_tile_and_untile(grade):
 
 @pytest.mark.parametrize("grade,x_shape,dtype,with_bias", [
     ("MXFP4", (1, 160), torch.bfloat16, True), ("MXFP4", (3, 5, 160), torch.float32, False),
-    ("NVF4", (1, 160), torch.float16, False), ("NVF4", (0, 160), torch.bfloat16, True)])
+    ("NVF4", (1, 160), torch.float16, False), ("NVF4", (0, 160), torch.bfloat16, True),
+    ("Q4KS", (2, 160), torch.bfloat16, True), ("I8S24", (1, 160), torch.float32, True)])
 def test_opcheck_packed_linear_tiled(grade, x_shape, dtype, with_bias):
-    shape = (40, 160)
+    shape = (40, 160) if grade != "Q4KS" else (40, 256)
+    x_shape = (*x_shape[:-1], shape[1])
     tiled = ops.tile_nibbles(_planes(grade, shape), grade, shape)
     x = torch.randn(x_shape).to(dtype).requires_grad_()
     bias = torch.randn(shape[0]).to(dtype).requires_grad_() if with_bias else None
@@ -194,20 +201,39 @@ def test_opcheck_packed_linear_tiled(grade, x_shape, dtype, with_bias):
 
 @pytest.mark.parametrize("grade,gy_shape,dtype", [
     ("MXFP4", (1, 40), torch.bfloat16), ("MXFP4", (3, 5, 40), torch.float32), ("NVF4", (2, 40), torch.float16),
-    ("NVF4", (0, 40), torch.float32)])
+    ("NVF4", (0, 40), torch.float32), ("Q4KS", (2, 40), torch.bfloat16), ("I8S24", (3, 40), torch.float32)])
 def test_opcheck_packed_linear_grad_input_tiled(grade, gy_shape, dtype):
-    shape = (40, 160)
+    shape = (40, 160) if grade != "Q4KS" else (40, 256)
     tiled = ops.tile_nibbles(_planes(grade, shape), grade, shape)
     gy = torch.randn(gy_shape).to(dtype).requires_grad_()
     torch.library.opcheck(torch.ops.grit.packed_linear_grad_input_tiled.default, (gy, *tiled, grade, list(shape)))
 
 
-@pytest.mark.parametrize("grade", ("Q4KS", "I8S24"))
+@pytest.mark.parametrize("grade", ("Q8_0", "U4Z_G128"))
 def test_refuses_grades_the_layout_does_not_hold(grade):
     shape = (32, 256)
+    grade = torch_grit.Grade(grade).canonical
     planes = _planes(grade, shape)
     with pytest.raises(ValueError, match="tile layout holds .*grade .* is not one"):
         ops.tile_nibbles(planes, grade, shape)
+
+
+def test_refuses_sparse_positions_that_name_one_place_twice():
+    """An I8S24 quad naming one position twice leaves the rows' codes without fixed
+    offsets: tile_nibbles refuses it naming the plane, can_tile is False, and the planes
+    keep working (quantize's own planes always name two positions)."""
+    shape = (32, 256)
+    planes = [p.clone() for p in _planes("I8S24", shape)]
+    assert torch_grit.GritTensor.from_planes(planes, "I8S24", shape).can_tile
+    planes[3][40] = 0x55  # two quads, each naming position 1 twice
+    with pytest.raises(ValueError, match="plane 'aux'.*names one position twice"):
+        ops.tile_nibbles(planes, "I8S24", shape)
+    w = torch_grit.GritTensor.from_planes(planes, "I8S24", shape)
+    assert not w.can_tile
+    with pytest.raises(ValueError, match="names one position twice"):
+        w.tile()
+    x = _x((2,), shape[1], torch.float32)
+    assert torch.isfinite(torch.nn.functional.linear(x, w)).all()
 
 
 def test_refuses_wrong_sizes_and_types_naming_the_plane():
@@ -242,9 +268,17 @@ def test_any_shape_and_bytes_give_the_planes_bits(grade, rows, groups, batch, is
     random per-tensor scale for NVF4) on random ragged shapes: the tiled op
     returns packed_linear's bits on the variant drawn."""
     k = groups * (16 if grade.startswith("NVF4") else 32)
+    if grade == "Q4KS":
+        rows = 8 * ((rows + 7) // 8)  # level-1 groups of 8 may straddle rows: rows * k/32 a multiple of 8
     g = torch.Generator().manual_seed(seed)
     sizes = torch_grit.Grade.parse(grade)._native.plane_bytes(rows * k)
     planes = [torch.randint(0, 256, (b,), dtype=torch.uint8, generator=g) for b in sizes]
+    if grade == "I8S24":  # the layout holds quads naming two distinct positions: move a repeated one on
+        m = planes[3].to(torch.int32)
+        for q in (0, 4):
+            i0, i1 = (m >> q) & 3, (m >> (q + 2)) & 3
+            m = torch.where(i0 == i1, m ^ ((i1 ^ ((i1 + 1) & 3)) << (q + 2)), m)
+        planes[3] = m.to(torch.uint8)
     x = torch.randn(batch, k, generator=g).to(dtype)
     previous = _C._set_cpu_isa(isa)
     try:

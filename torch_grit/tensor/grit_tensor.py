@@ -198,20 +198,25 @@ class GritTensor(torch.Tensor):
     @property
     def can_tile(self):
         """Whether ``tile()`` takes this weight: on CPU, a grade of dense 4-bit codes with
-        one 8-bit scale code per 16 or 32 values (MXFP4, NVF4 and their siblings)."""
+        8-bit scale codes per 16 or 32 values (MXFP4, NVF4, Q4KS and their siblings) or
+        2:4 sparse int8 (I8S24) whose every quad names two distinct positions."""
         if self.tiled:
             return True
         if self.device.type != "cpu" or self.is_int4_groups:
             return False
-        return _C.cpu_fast_kind(self.grade._native) == "nibble"
+        kind = _C.cpu_fast_kind(self.grade._native)
+        if kind == "int8_sparse24":
+            return _quads_regular(self.aux_plane)
+        return kind in ("nibble", "nibble_affine")
 
     def tile(self):
         """This weight in the CPU tile layout (``self`` if it already is).
 
-        For 4-bit grades with one 8-bit scale code per 16 or 32 values (MXFP4,
-        NVF4 and their siblings), on CPU; other grades, INT4G and other devices
-        are refused (ValueError) with the reason. The linear ops give the same
-        bits either way; moving a tiled tensor off the CPU untiles it.
+        For 4-bit grades with 8-bit scale codes per 16 or 32 values (MXFP4, NVF4,
+        Q4KS and their siblings) and regular 2:4 sparse int8 (I8S24), on CPU; other
+        grades, INT4G and other devices are refused (ValueError) with the reason.
+        The linear ops give the same bits either way; moving a tiled tensor off the
+        CPU untiles it.
         """
         if self.tiled:
             return self
@@ -329,6 +334,14 @@ class GritTensor(torch.Tensor):
         if impl is None:
             raise unsupported(func)
         return impl(func, args, kwargs or {})
+
+
+def _quads_regular(meta):
+    """Whether every 2:4 quad of a position plane (two 2-bit positions, four bits a quad)
+    names two distinct positions: then each row's codes start at row * k/2, which the tile
+    layout needs (the C++ tile op checks the same and refuses otherwise)."""
+    x = torch.bitwise_and(torch.bitwise_xor(meta, meta >> 2), 0x33)
+    return bool(torch.all(torch.bitwise_and(x, 0x03) != 0)) and bool(torch.all(torch.bitwise_and(x, 0x30) != 0))
 
 
 def _dtype_names():

@@ -22,6 +22,26 @@ void tile_plane(const uint8_t* rows, int64_t n, int64_t row_bytes, uint8_t* tile
   }
 }
 
+bool tile_layout_kind(FastKind kind) {
+  return kind == FastKind::kNibble || kind == FastKind::kNibbleAffine || kind == FastKind::kInt8Sparse24;
+}
+
+int64_t tiled_data_row_bytes(const Grade& /*g*/, int64_t k) { return k / 2; }  // 4-bit codes; 2:4 int8: two per 4
+
+int64_t tiled_scale_row_bytes(const Grade& g, int64_t k) {
+  return k / static_cast<int64_t>(g.k0) * ((fmt_width(g.scale0) + 7) / 8);  // byte codes (u6 padded), binary16
+}
+
+bool sparse_quads_regular(const uint8_t* meta, uint64_t bytes) {
+  // A quad's nibble: positions i0 (bits 0-1) and i1 (bits 2-3); equal when
+  // (i0 ^ i1) == 0.
+  for (uint64_t i = 0; i < bytes; ++i) {
+    const uint32_t x = (meta[i] ^ (meta[i] >> 2)) & 0x33u;
+    if ((x & 0x03u) == 0 || (x & 0x30u) == 0) return false;
+  }
+  return true;
+}
+
 void untile_plane(const uint8_t* tiled, int64_t row_bytes, int64_t r0, int64_t r1, uint8_t* out) {
   const int64_t q_row = tiled_row_dwords(row_bytes);
   for (int64_t row = r0; row < r1; ++row) {
@@ -40,10 +60,10 @@ struct UntiledRows {
   std::vector<uint8_t> data, scale0;
   PackedWeight sub;
   UntiledRows(const TiledNibbles& w, int64_t r0, int64_t r1)
-      : data(static_cast<size_t>((r1 - r0) * (w.k / 2))),
-        scale0(static_cast<size_t>((r1 - r0) * (w.k / w.grade->k0))) {
-    untile_plane(w.data, w.k / 2, r0, r1, data.data());
-    untile_plane(w.scale0, w.k / w.grade->k0, r0, r1, scale0.data());
+      : data(static_cast<size_t>((r1 - r0) * tiled_data_row_bytes(*w.grade, w.k))),
+        scale0(static_cast<size_t>((r1 - r0) * tiled_scale_row_bytes(*w.grade, w.k))) {
+    untile_plane(w.data, tiled_data_row_bytes(*w.grade, w.k), r0, r1, data.data());
+    untile_plane(w.scale0, tiled_scale_row_bytes(*w.grade, w.k), r0, r1, scale0.data());
     sub.grade = w.grade;
     sub.n = r1 - r0;
     sub.k = w.k;
@@ -53,6 +73,27 @@ struct UntiledRows {
     sub.planes[3] = w.aux;
   }
 };
+
+// Whether rows of the weight are a weight of their own (rows r0..r1 of the
+// planes and the whole scale1 and aux): no zero points, positions or
+// level-1 scales per row group, as for every kNibble grade. Q4KS's and
+// I8S24's rows read aux (and Q4KS's scale1) at row-dependent places.
+bool rows_stand_alone(const Grade& g) { return !g.has_sp && !g.has_zp && (!g.has_l1 || g.k1 == 0); }
+
+// Tiles [t0, t1) over the whole weight untiled into scratch planes (rows
+// that do not stand alone): the table's linear_tiles, the reference where
+// it falls back.
+Status whole_untiled_tiles(const KernelTable& kt, const TiledNibbles& w, const LinearPlan& plan, const float* x,
+                           int64_t m, const float* bias, int64_t t0, int64_t t1, float* y) {
+  const UntiledRows u(w, 0, w.n);
+  LinearPlan sp = plan;
+  sp.w = u.sub;
+  bool fallback = false;
+  Status s = plan.kind == FastKind::kNone ? linear_tiles(u.sub, x, m, bias, t0, t1, y)
+                                          : kt.linear_tiles(sp, x, m, bias, t0, t1, y, &fallback);
+  if (s.ok() && fallback) s = linear_tiles(u.sub, x, m, bias, t0, t1, y);
+  return s;
+}
 
 // Tiles [t0, t1) through scratch planes: untiled rows, the table's
 // linear_tiles on them (the reference where it falls back), y scattered
@@ -83,15 +124,26 @@ Status untiled_tiles(const KernelTable& kt, const TiledNibbles& w, const LinearP
   return Status::Ok();
 }
 
-// The grade's plan for w; where kt reads tiles in place and the grade is a
-// kNibble one, pointed at the tiles (plan->tiled) and true.
+// The grade's plan for w; where kt reads tiles in place and the plan's
+// kind has a tiled decoder, pointed at the tiles (plan->tiled) and true.
 bool plan_in_place(const KernelTable& kt, const TiledNibbles& w, LinearPlan* plan) {
   tiled_grade_plan(w, plan);
-  if (!kt.reads_tiles || plan->kind != FastKind::kNibble) return false;
+  if (!kt.reads_tiles || !tile_layout_kind(plan->kind)) return false;
   plan->tiled = true;
-  plan->w.planes[0] = Plane{w.data, static_cast<uint64_t>(tiled_plane_bytes(w.n, w.k / 2))};
-  plan->w.planes[1] = Plane{w.scale0, static_cast<uint64_t>(tiled_plane_bytes(w.n, w.k / w.grade->k0))};
+  plan->w.planes[0] = Plane{w.data, static_cast<uint64_t>(tiled_plane_bytes(w.n, tiled_data_row_bytes(*w.grade, w.k)))};
+  plan->w.planes[1] =
+      Plane{w.scale0, static_cast<uint64_t>(tiled_plane_bytes(w.n, tiled_scale_row_bytes(*w.grade, w.k)))};
   return true;
+}
+
+// Sparse planes read by rows need every row's codes at r * k/2: a tiled
+// I8S24 weight must be regular (tile_nibbles refuses others).
+Status check_regular(const TiledNibbles& w) {
+  if (!w.grade->has_sp || sparse_quads_regular(w.aux.data, w.aux.size)) return Status::Ok();
+  return Status::Fail(Error::kBadValue,
+                      "tiled planes of a sparse grade need every quad to name two distinct positions (aux "
+                      "plane); this weight has a quad that names one twice, so its codes do not start at "
+                      "fixed row offsets: keep its GRIT planes");
 }
 
 }  // namespace
@@ -104,11 +156,14 @@ Status tiled_linear_tiles(const KernelTable& kt, const TiledNibbles& w, const fl
     bool fallback = false;
     const Status s = kt.linear_tiles(plan, x, m, bias, tile_begin, tile_end, y, &fallback);
     if (!s.ok() || !fallback) return s;
-    // A kNibble plan never falls back today; if one did, the reference
-    // kernel below recomputes every tile.
+    // Only an irregular sparse quad makes a tiled plan fall back (refused
+    // below); the reference kernel recomputes every tile otherwise.
     plan.tiled = false;
     plan.w.planes[0] = plan.w.planes[1] = Plane{};
   }
+  const Status regular = check_regular(w);
+  if (!regular.ok()) return regular;
+  if (!rows_stand_alone(*w.grade)) return whole_untiled_tiles(kt, w, plan, x, m, bias, tile_begin, tile_end, y);
   // A table that reads row-major planes only: runs of tiles, a few at a
   // time (a scratch buffer of 64 rows).
   constexpr int64_t kRun = 4;
@@ -139,7 +194,16 @@ Status tiled_decode_tiles(const KernelTable& kt, const TiledNibbles& w, int64_t 
     const Status s = kt.decode_tiles(plan, tile_begin, tile_end, out, &fallback);
     if (!s.ok() || !fallback) return s;
   }
-  const UntiledRows u(w, tile_begin * kLinearTileRows, std::min(w.n, tile_end * kLinearTileRows));
+  const Status regular = check_regular(w);
+  if (!regular.ok()) return regular;
+  const int64_t r0 = tile_begin * kLinearTileRows, r1 = std::min(w.n, tile_end * kLinearTileRows);
+  if (!rows_stand_alone(*w.grade)) {
+    const UntiledRows whole(w, 0, w.n);
+    // Regular quads: row r0's codes start at r0 * k/2, the sparse cursor.
+    uint64_t cursor = static_cast<uint64_t>(r0 * tiled_data_row_bytes(*w.grade, w.k));
+    return decode_rows(whole.sub, r0, r1, &cursor, out);
+  }
+  const UntiledRows u(w, r0, r1);
   uint64_t cursor = 0;  // dense codes: no sparse cursor
   return decode_rows(u.sub, 0, u.sub.n, &cursor, out);
 }

@@ -1,16 +1,19 @@
-// The CPU tile layout of a 4-bit weight (FastKind::kNibble grades: MXFP4,
-// NVF4 and their siblings), and packed_linear over it.
+// The CPU tile layout of a weight's code and scale0 planes, and
+// packed_linear over it. Grades: FastKind::kNibble (MXFP4, NVF4 and their
+// siblings), kNibbleAffine (Q4KS) and kInt8Sparse24 (I8S24, every quad
+// naming two distinct positions: then row r's codes start at r * k/2).
 //
 // The SIMD kernels hold one row of W per 32-bit lane, so reading GRIT's
 // row-major planes costs a 16x16 dword transpose per 128 columns of a tile:
 // in the batch-1 pair loop that is as much work as the arithmetic. This
 // layout stores the code plane (data) and the scale-code plane (scale0)
 // already transposed, so a tile's dword is one vector load (the SIMD
-// variants' NibbleDecoder<..., kTiled>, selected by LinearPlan::tiled). It is a kernel
+// decoders' kTiled forms, selected by LinearPlan::tiled). It is a kernel
 // layout, not a GRIT placement: the bytes are GRIT's, permuted and padded;
 // untiling gives the planes back bit for bit, and only planes are exported.
 //
-// Plane with B bytes per row (data: k/2, scale0: k/k0) over n rows: rows
+// Plane with B bytes per row (data: k/2; scale0: k/k0, 2k/k0 for I8S24's
+// binary16 scales) over n rows: rows
 // are padded with zero bytes to Q*4 bytes, Q = 4*ceil(B/16) dwords, and
 // padded to a whole number of 16-row tiles with zero rows. Dword q of row
 // 16t + r sits at byte (t*Q + q)*64 + 4r. Size: ceil(n/16) * Q * 64.
@@ -35,13 +38,25 @@ void tile_plane(const uint8_t* rows, int64_t n, int64_t row_bytes, uint8_t* tile
 // Rows [r0, r1) of a tiled plane, row-major into out ((r1 - r0) * row_bytes).
 void untile_plane(const uint8_t* tiled, int64_t row_bytes, int64_t r0, int64_t r1, uint8_t* out);
 
-// A kNibble weight in the tile layout: data and scale0 tiled, scale1 (the
-// per-tensor level-1 scale, if the grade has one) and aux as GRIT's planes.
+// Whether the layout holds a grade (by its fast kind; I8S24 planes must
+// also be regular: sparse_quads_regular).
+bool tile_layout_kind(FastKind kind);
+// Bytes per row of the data (plane 0) and scale0 (plane 1) planes of a
+// grade the layout holds, for k columns (a multiple of k0).
+int64_t tiled_data_row_bytes(const Grade& g, int64_t k);
+int64_t tiled_scale_row_bytes(const Grade& g, int64_t k);
+// Whether every 2:4 quad of an I8S24-style position plane (two 2-bit
+// positions per quad, four bits a quad) names two distinct positions.
+bool sparse_quads_regular(const uint8_t* meta, uint64_t bytes);
+
+// A weight in the tile layout: data and scale0 tiled, scale1 (Q4KS's
+// level-1 pairs, NVF4's per-tensor scale) and aux (Q4KS's zero points,
+// I8S24's positions) as GRIT's planes.
 struct TiledNibbles {
   const Grade* grade = nullptr;
   int64_t n = 0, k = 0;
-  const uint8_t* data = nullptr;    // tiled_plane_bytes(n, k / 2)
-  const uint8_t* scale0 = nullptr;  // tiled_plane_bytes(n, k / k0)
+  const uint8_t* data = nullptr;    // tiled_plane_bytes(n, tiled_data_row_bytes)
+  const uint8_t* scale0 = nullptr;  // tiled_plane_bytes(n, tiled_scale_row_bytes)
   Plane scale1, aux;
 };
 

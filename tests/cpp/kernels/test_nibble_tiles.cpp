@@ -1,10 +1,12 @@
 // The CPU tile layout (kernels/cpu/nibble_tiles.h): untiling gives the
-// planes back, and packed_linear over tiled planes returns the reference
-// kernel's bits on every variant this CPU runs, batch 1 and larger,
-// encoded planes and random ones (NaN, infinite and non-factoring scale
-// codes included), the SIMD variants reading the tiles in place.
+// planes back, and packed_linear and decode over tiled planes return the
+// reference kernel's bits on every variant this CPU runs, batch 1 and
+// larger, encoded planes and random ones (NaN, infinite and non-factoring
+// scale codes included), the SIMD variants reading the tiles in place;
+// MXFP4, NVF4, Q4KS and I8S24 (whose irregular quads are refused).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <string>
@@ -24,8 +26,30 @@ struct Shape {
   const char* grade;
   int64_t n, k;
 };
-const Shape kShapes[] = {{"MXFP4", 17, 96}, {"MXFP4", 33, 512}, {"MXFP4", 16, 32},
-                         {"MXFP4", 48, 160}, {"NVF4", 17, 48},   {"NVF4", 40, 160}};
+// Q4KS at k = 160 and 96: level-1 groups of 8 straddle rows (n * k/32 a multiple of 8).
+const Shape kShapes[] = {{"MXFP4", 17, 96}, {"MXFP4", 33, 512}, {"MXFP4", 16, 32}, {"MXFP4", 48, 160},
+                         {"NVF4", 17, 48},  {"NVF4", 40, 160},  {"Q4KS", 37, 512}, {"Q4KS", 40, 160},
+                         {"Q4KS", 16, 96},  {"Q4KS", 5, 2048},  {"I8S24", 37, 160}, {"I8S24", 16, 32},
+                         {"I8S24", 33, 1024}};
+
+// Random I8S24 positions name one position twice now and then; the layout
+// needs every quad to name two (the encoder's planes always do): the second
+// position moves to the next one, mod 4.
+void make_quads_regular(const grit::Grade& g, Planes* pl) {
+  if (!g.has_sp) return;
+  for (auto& b : pl->p[3]) {
+    for (int q = 0; q < 2; ++q) {
+      const int i0 = (b >> (4 * q)) & 3, i1 = (b >> (4 * q + 2)) & 3;
+      if (i0 == i1) b = static_cast<uint8_t>(b ^ (((i1 ^ ((i1 + 1) & 3)) & 3) << (4 * q + 2)));
+    }
+  }
+}
+
+Planes random_regular(const grit::Grade& g, int64_t n, int64_t k, uint32_t seed) {
+  Planes pl = random_planes(g, n, k, seed);
+  make_quads_regular(g, &pl);
+  return pl;
+}
 
 Planes encoded(const grit::Grade& g, int64_t n, int64_t k, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -43,11 +67,14 @@ struct Tiled {
   std::vector<uint8_t> data, scale0;
 };
 Tiled tile(const grit::Grade& g, const Planes& pl, int64_t n, int64_t k) {
+  const int64_t db = grit::cpu::tiled_data_row_bytes(g, k), sb = grit::cpu::tiled_scale_row_bytes(g, k);
+  EXPECT_EQ(static_cast<uint64_t>(n * db), pl.p[0].size()) << g.canonical;
+  EXPECT_EQ(static_cast<uint64_t>(n * sb), pl.p[1].size()) << g.canonical;
   Tiled t;
-  t.data.resize(static_cast<size_t>(grit::cpu::tiled_plane_bytes(n, k / 2)));
-  t.scale0.resize(static_cast<size_t>(grit::cpu::tiled_plane_bytes(n, k / g.k0)));
-  grit::cpu::tile_plane(pl.p[0].data(), n, k / 2, t.data.data());
-  grit::cpu::tile_plane(pl.p[1].data(), n, k / g.k0, t.scale0.data());
+  t.data.resize(static_cast<size_t>(grit::cpu::tiled_plane_bytes(n, db)));
+  t.scale0.resize(static_cast<size_t>(grit::cpu::tiled_plane_bytes(n, sb)));
+  grit::cpu::tile_plane(pl.p[0].data(), n, db, t.data.data());
+  grit::cpu::tile_plane(pl.p[1].data(), n, sb, t.scale0.data());
   return t;
 }
 
@@ -71,7 +98,7 @@ TEST(NibbleTiles, UntileGivesThePlanesBack) {
     EXPECT_EQ(t.data.size() % 64, 0u);
     std::vector<uint8_t> back(pl.p[0].size()), back_s(pl.p[1].size());
     grit::cpu::untile_plane(t.data.data(), s.k / 2, 0, s.n, back.data());
-    grit::cpu::untile_plane(t.scale0.data(), s.k / g.k0, 0, s.n, back_s.data());
+    grit::cpu::untile_plane(t.scale0.data(), grit::cpu::tiled_scale_row_bytes(g, s.k), 0, s.n, back_s.data());
     EXPECT_EQ(back, pl.p[0]) << s.grade << " " << s.n << "x" << s.k;
     EXPECT_EQ(back_s, pl.p[1]) << s.grade << " " << s.n << "x" << s.k;
     // Dword q of row 16t + r at (t*Q + q)*64 + 4r; padding is zero.
@@ -90,7 +117,8 @@ TEST(NibbleTiles, EveryVariantGivesThePlanesBits) {
   for (const Shape& s : kShapes) {
     const grit::Grade& g = *grit::reference_grade(s.grade)->grade;
     for (int kind = 0; kind < 2; ++kind) {
-      const Planes pl = kind == 0 ? encoded(g, s.n, s.k, 11) : random_planes(g, s.n, s.k, 13);
+      if (kind == 0 && s.k % (g.k0 * (g.k1 ? g.k1 : 1)) != 0) continue;  // the encoder's groups are whole rows
+      const Planes pl = kind == 0 ? encoded(g, s.n, s.k, 11) : random_regular(g, s.n, s.k, 13);
       const Tiled t = tile(g, pl, s.n, s.k);
       const grit::cpu::TiledNibbles tw = tiled_weight(g, pl, t, s.n, s.k);
       const grit::cpu::PackedWeight w = packed(g, pl, s.n, s.k);
@@ -172,6 +200,108 @@ TEST(NibbleTiles, SimdVariantsReadTheTilesInPlace) {
         }
       }
     }
+  }
+}
+
+// Decode over tiled planes (dequantize and grad_input's W) is the reference
+// decode's bits on every variant, for tile ranges as threads split them.
+TEST(NibbleTiles, DecodeOfTilesIsTheReferenceDecode) {
+  for (const Shape& s : kShapes) {
+    const grit::Grade& g = *grit::reference_grade(s.grade)->grade;
+    const Planes pl = random_regular(g, s.n, s.k, 31);
+    const Tiled t = tile(g, pl, s.n, s.k);
+    const grit::cpu::TiledNibbles tw = tiled_weight(g, pl, t, s.n, s.k);
+    const grit::cpu::PackedWeight w = packed(g, pl, s.n, s.k);
+    std::vector<float> want(static_cast<size_t>(s.n * s.k));
+    uint64_t cursor = 0;
+    ASSERT_TRUE(grit::cpu::decode_rows(w, 0, s.n, &cursor, want.data()).ok());
+    const int64_t tiles = grit::cpu::linear_tile_count(s.n), half = tiles / 2;
+    for (Isa isa : grit::cpu::kAllIsas) {
+      if (!grit::cpu::isa_supported(isa)) continue;
+      const auto& kt = grit::cpu::kernels_for(isa);
+      std::vector<float> got(want.size(), -7.0f);
+      ASSERT_TRUE(grit::cpu::tiled_decode_tiles(kt, tw, 0, half, got.data()).ok());
+      ASSERT_TRUE(grit::cpu::tiled_decode_tiles(kt, tw, half, tiles, got.data() + half * 16 * s.k).ok());
+      EXPECT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * sizeof(float)))
+          << grit::cpu::isa_name(isa) << " " << s.grade << " " << s.n << "x" << s.k;
+    }
+  }
+}
+
+// The SIMD decoders of Q4KS and I8S24 read their tiles in place, batch 1
+// and larger, with non-finite scales: a NaN level-1 pair and a zero-point
+// scale of infinity (Q4KS), a binary16 NaN and infinity (I8S24).
+TEST(NibbleTiles, AffineAndSparseTilesAreReadInPlace) {
+  const Shape shapes[] = {{"Q4KS", 57, 512}, {"Q4KS", 32, 4096}, {"I8S24", 57, 160}, {"I8S24", 32, 4096}};
+  for (const Shape& s : shapes) {
+    const grit::Grade& g = *grit::reference_grade(s.grade)->grade;
+    Planes pl = encoded(g, s.n, s.k, 37);
+    if (g.has_sp) {
+      const int64_t row = s.k / 32 * 2;  // binary16 scales a row
+      pl.p[1][20 * row + 2] = 0x00;  // row 20, group 1: 0x7E00, a NaN
+      pl.p[1][20 * row + 3] = 0x7E;
+      pl.p[1][3 * row + 0] = 0x00;  // row 3, group 0: +inf
+      pl.p[1][3 * row + 1] = 0x7C;
+    } else {
+      pl.p[2][4 * 3 + 0] = 0x00;  // level-1 pair 3: d = NaN
+      pl.p[2][4 * 3 + 1] = 0x7E;
+      pl.p[2][4 * 9 + 2] = 0x00;  // pair 9: dmin = +inf
+      pl.p[2][4 * 9 + 3] = 0x7C;
+    }
+    const Tiled t = tile(g, pl, s.n, s.k);
+    const grit::cpu::PackedWeight w = packed(g, pl, s.n, s.k);
+    grit::cpu::PackedWeight side = w;
+    side.planes[0] = side.planes[1] = grit::Plane{};
+    grit::cpu::LinearPlan plan;
+    grit::cpu::make_plan(side, &plan);
+    ASSERT_TRUE(grit::cpu::tile_layout_kind(plan.kind)) << s.grade;
+    ASSERT_NE(plan.kind, grit::cpu::FastKind::kNibble) << s.grade;
+    plan.tiled = true;
+    plan.w.planes[0] = grit::Plane{t.data.data(), t.data.size()};
+    plan.w.planes[1] = grit::Plane{t.scale0.data(), t.scale0.size()};
+    const int64_t tiles = grit::cpu::linear_tile_count(s.n);
+    for (Isa isa : grit::cpu::kAllIsas) {
+      if (!grit::cpu::isa_supported(isa)) continue;
+      const auto& kt = grit::cpu::kernels_for(isa);
+      if (!kt.reads_tiles) continue;
+      for (int64_t m : {1, 3, 9}) {
+        const std::vector<float> x = activations(m * s.k, false, 41);
+        const std::vector<float> bias = activations(s.n, false, 43);
+        std::vector<float> want(static_cast<size_t>(m * s.n)), got(want.size(), -7.0f);
+        ASSERT_TRUE(grit::cpu::linear_tiles(w, x.data(), m, bias.data(), 0, tiles, want.data()).ok());
+        bool fallback = false;
+        ASSERT_TRUE(kt.linear_tiles(plan, x.data(), m, bias.data(), 0, tiles, got.data(), &fallback).ok());
+        EXPECT_FALSE(fallback);
+        EXPECT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * sizeof(float)))
+            << grit::cpu::isa_name(isa) << " " << s.grade << " " << s.n << "x" << s.k << " m=" << m;
+        bool nan = false;
+        for (float v : want) nan = nan || std::isnan(v);
+        EXPECT_TRUE(nan) << "the non-finite scales reach y";
+      }
+    }
+  }
+}
+
+// A sparse weight whose quad names one position twice has no fixed row
+// offsets: every tiled route refuses it with a message, never a wrong y.
+TEST(NibbleTiles, IrregularSparseTilesAreRefused) {
+  const grit::Grade& g = *grit::reference_grade("I8S24")->grade;
+  const int64_t n = 20, k = 128;
+  Planes pl = random_regular(g, n, k, 47);
+  EXPECT_TRUE(grit::cpu::sparse_quads_regular(pl.p[3].data(), pl.p[3].size()));
+  pl.p[3][7 * (k / 8) + 3] = 0x55;  // row 7: both quads name position 1 twice
+  EXPECT_FALSE(grit::cpu::sparse_quads_regular(pl.p[3].data(), pl.p[3].size()));
+  const Tiled t = tile(g, pl, n, k);
+  const grit::cpu::TiledNibbles tw = tiled_weight(g, pl, t, n, k);
+  const std::vector<float> x = activations(k, false, 53);
+  for (Isa isa : grit::cpu::kAllIsas) {
+    if (!grit::cpu::isa_supported(isa)) continue;
+    const auto& kt = grit::cpu::kernels_for(isa);
+    std::vector<float> y(static_cast<size_t>(n)), out(static_cast<size_t>(n * k));
+    const grit::Status s = grit::cpu::tiled_linear_tiles(kt, tw, x.data(), 1, nullptr, 0, 2, y.data());
+    EXPECT_FALSE(s.ok()) << grit::cpu::isa_name(isa);
+    EXPECT_NE(s.message.find("two distinct positions"), std::string::npos) << s.message;
+    EXPECT_FALSE(grit::cpu::tiled_decode_tiles(kt, tw, 0, 2, out.data()).ok()) << grit::cpu::isa_name(isa);
   }
 }
 

@@ -1,4 +1,4 @@
-"""``tile_(model)`` / ``untile_(model)``: a model's 4-bit GritLinear weights in the CPU tile layout.
+"""``tile_(model)`` / ``untile_(model)``: a model's GritLinear weights in the CPU tile layout.
 
 The tile layout (``GritTensor.tile``) holds the same bytes with each 16-row
 tile's 32-bit words one vector apart, so the CPU kernels read them without
@@ -26,7 +26,7 @@ def _apply(model, take, act):
 
 def tile_(model):
     """Tile every GritLinear weight of ``model`` that can be (``GritTensor.can_tile``: on CPU,
-    MXFP4, NVF4 and their siblings), in place. Returns the names of the layers tiled now
+    MXFP4, NVF4, Q4KS, I8S24 and their siblings), in place. Returns the names of the layers tiled now
     or before; the others (other grades or devices) keep their planes."""
     return _apply(model, lambda w: w.can_tile, GritLinear.tile_)
 

@@ -497,7 +497,7 @@ def fit_error(shape, grade, name="weight"):
 def quantize(w, grade, name="weight", *, tile=None):
     """Pack a 2-D float weight ``[out, in]`` to ``grade``; returns a GritTensor.
 
-    On CPU a weight the tile layout holds (``can_tile``: MXFP4, NVF4 and their siblings)
+    On CPU a weight the tile layout holds (``can_tile``: MXFP4, NVF4, Q4KS, I8S24 and their siblings)
     comes back tiled, the kernels' fast layout (``tile=None``, the default); ``tile=False``
     keeps GRIT's row-major planes in memory, ``tile=True`` insists (ValueError if it cannot).
     Saves, ``state_dict``, ``planes``, ``dequantize`` and the descriptor see GRIT's planes

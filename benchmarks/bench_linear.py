@@ -15,7 +15,7 @@ times
     Q8_0's grit1(e=s8,k0=32,s0=binary16,esr=ratiomaxabs), U4Z_G128 (GPTQ/AWQ's u4
     with a zero point per 128), S8_G128 and S4_G128), bfloat16 activations,
     and MXFP4 once more with float32 activations (no pair path for those);
-  - torch.ops.grit.packed_linear_tiled for MXFP4, NVF4, Q4KS and I8S24 in the CPU tile
+  - torch.ops.grit.packed_linear_tiled for every grade above in the CPU tile
     layout (ops.tile_nibbles, what quantize, quantize_ and load(model=) give on
     CPU by default: the same bytes, each 16-row tile's words one vector apart,
     so the kernels read them in place), bfloat16 activations, and MXFP4 tiled
@@ -65,7 +65,7 @@ from torch_grit import _C, Grade, ops
 # ggml Q8_0's, the GPTQ/AWQ asymmetric 4-bit grade, dense s8 per 128 and compressed-tensors int4 per 128.
 GRADES = ("MXFP4", "NVF4", "Q4KS", "I8S24", "Q8_0", "U4Z_G128", "S8_G128", "S4_G128")
 SPEC = {g: Grade(g).canonical for g in GRADES}
-TILED = ("MXFP4", "NVF4", "Q4KS", "I8S24")  # grades with a CPU tile layout row
+TILED = ("MXFP4", "NVF4", "Q4KS", "I8S24", "Q8_0", "U4Z_G128", "S8_G128", "S4_G128")  # CPU tile layout rows
 S8 = ("MXFP4", "NVF4", "Q4KS", "I8S24", "Q8_0", "U4Z_G128", "S8_G128", "S4_G128")  # activations="s8" rows
 # activations="s8" at batch 1: >= this many times float32 F.linear (and >= bfloat16 F.linear at batch 32)
 S8_TARGET = {"MXFP4": 11.0, "NVF4": 11.0, "Q4KS": 10.0, "I8S24": 10.0, "U4Z_G128": 10.0}
@@ -151,7 +151,7 @@ def bench_shape(n, k, min_bytes, rounds, results):
         # values, distinct memory, so every call still reads from DRAM.
         planes = ops.quantize(w32[0], SPEC.get(g, g))
         grit[g] = [[p.clone() for p in planes] for _ in range(layers)]
-    tiled = {g: [ops.tile_nibbles(pl, g, (n, k)) for pl in grit[g]] for g in TILED}
+    tiled = {g: [ops.tile_nibbles(pl, SPEC.get(g, g), (n, k)) for pl in grit[g]] for g in TILED}
     planes = ops.quantize(w32[0], INT4G)
     grit[INT4G] = [[p.clone() for p in planes] for _ in range(layers)]
 
@@ -193,7 +193,7 @@ def bench_shape(n, k, min_bytes, rounds, results):
             for pl in grit["MXFP4"]])
         for g in TILED:
             rows["GRIT %s tiled" % g] = ("bfloat16", [
-                lambda tl=tl, g=g: torch.ops.grit.packed_linear_tiled(x16, *tl, g, [n, k], None)
+                lambda tl=tl, g=SPEC.get(g, g): torch.ops.grit.packed_linear_tiled(x16, *tl, g, [n, k], None)
                 for tl in tiled[g]])
         # the default path with float32 activations: quantize() tiles MXFP4 on CPU
         rows["GRIT MXFP4 tiled (x f32)"] = ("float32", [

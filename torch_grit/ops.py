@@ -346,7 +346,8 @@ __all__ += ["tile_nibbles", "untile_nibbles", "packed_linear_tiled", "packed_lin
 
 
 def tile_nibbles(planes: Planes, grade: GradeLike, shape: Sequence[int]) -> List[Tensor]:
-    """A weight's planes in the CPU tile layout: MXFP4, NVF4, Q4KS, I8S24 and their siblings.
+    """A weight's planes in the CPU tile layout: every grade with a fast CPU decoder (MXFP4,
+    NVF4, Q4KS, I8S24, ggml Q8_0's, GPTQ/AWQ's U4Z, the S4 / S8 groups and their siblings).
 
     Returns ``[tiled_data, tiled_scale0, scale1, aux]``: data and scale0
     permuted so that each 16-row tile's 32-bit words sit one vector apart

@@ -1,7 +1,7 @@
 // CPU kernels of the tile-layout ops (kernels/cpu/nibble_tiles.h):
 // grit::tile_nibbles and grit::untile_nibbles move a weight's data and
-// scale0 planes (MXFP4, NVF4, Q4KS, I8S24 and their siblings) into and out
-// of the layout, bit for bit;
+// scale0 planes (every grade with a fast CPU decoder) into and out of the
+// layout, bit for bit;
 // grit::packed_linear_tiled is grit::packed_linear over the tiled planes,
 // with its bits (the same law, the same kernels; batch 1 reads the tiles in
 // place). Threads split the output into 16-row tiles as packed_linear does.
@@ -26,9 +26,10 @@ namespace {
 std::shared_ptr<const grit::Grade> tiled_grade(const char* op, c10::string_view text, c10::IntArrayRef shape) {
   auto grade = grade_arg(op, text);
   TORCH_CHECK_VALUE(grit::cpu::tile_layout_kind(grit::cpu::fast_kind_of(*grade)), op,
-                    ": the tile layout holds grades of dense 4-bit codes with 8-bit scale codes per 16 or 32 "
-                    "values (MXFP4, NVF4, Q4KS and their siblings) and 2:4 sparse int8 with binary16 scales "
-                    "(I8S24); grade ", grade->canonical, " is not one (keep its planes and call packed_linear)");
+                    ": the tile layout holds the grades with a fast CPU decoder (MXFP4, NVF4, Q4KS, I8S24, "
+                    "ggml Q8_0's and the int8 groups, GPTQ/AWQ's u4 with zero points, the s4 groups and their "
+                    "siblings); grade ", grade->canonical,
+                    " is not one (keep its planes and call packed_linear)");
   check_weight_shape(op, *grade, shape);
   return grade;
 }

@@ -18,8 +18,8 @@ import torch_grit
 from torch_grit import GritTensor, ops
 from torch_grit.nn import GritLinear
 
-TILED_GRADES = ("MXFP4", "NVF4", "Q4KS", "I8S24")
-NOT_TILED = ("Q8_0", "U4Z_G128")  # grades the layout does not hold
+TILED_GRADES = ("MXFP4", "NVF4", "Q4KS", "I8S24", "Q8_0", "U4Z_G128", "S4_G128")
+NOT_TILED = ("MXFP8", "U8Z_G128")  # grades without a fast decoder: no tile layout
 
 
 def weight(grade="MXFP4", shape=(40, 96), seed=0, dtype=torch.float32):
@@ -39,14 +39,14 @@ def same_bits(a, b):
 
 @pytest.mark.parametrize("grade", TILED_GRADES)
 def test_tile_keeps_the_contract_and_changes_only_the_held_bytes(grade):
-    w = weight(grade, shape=(40, 256) if grade == "Q4KS" else (40, 96))
+    w = weight(grade, shape=(40, 256) if grade in ("Q4KS", "U4Z_G128", "S4_G128") else (40, 96))
     t = w.tile()
     assert t.tiled and not w.tiled and t.can_tile
     assert t.tile() is t and w.untile() is w
     assert tuple(t.shape) == tuple(w.shape) and t.dtype == w.dtype
     assert t.descriptor.to_bytes() == w.descriptor.to_bytes()
     # What is held: ops.tile_nibbles' bytes; what GRIT sees: the planes, untiled.
-    held = ops.tile_nibbles(w.planes, grade, w.logical_shape)
+    held = ops.tile_nibbles(w.planes, w.grade_canonical, w.logical_shape)
     for a, b in zip(t.stored_planes, held):
         assert torch.equal(a, b)
     assert not torch.equal(t.stored_planes[0][: w.planes[0].numel()], w.planes[0])
@@ -67,7 +67,7 @@ def test_tile_keeps_the_contract_and_changes_only_the_held_bytes(grade):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("batch", [1, 5, 64, 257])
 def test_every_product_gives_the_untiled_bits(grade, dtype, batch):
-    k = 512 if grade == "Q4KS" else 160  # Q4KS rows hold whole 256-column super-blocks
+    k = {"Q4KS": 512, "U4Z_G128": 384, "S4_G128": 384}.get(grade, 160)  # rows hold whole groups
     w = weight(grade, shape=(37, k), seed=1)
     t = w.tile()
     x = torch.randn(batch, k).to(dtype)
@@ -150,7 +150,7 @@ def _model(tiled=False):
     """MXFP4, Q4KS and NVF4 layers; by default with the tile layout undone (untile_)."""
     torch.manual_seed(6)
     model = nn.Sequential(GritLinear.from_linear(nn.Linear(64, 256), "MXFP4"), nn.GELU(),
-                          GritLinear.from_linear(nn.Linear(256, 32), "Q8_0"), nn.GELU(),
+                          GritLinear.from_linear(nn.Linear(256, 32), "MXFP8"), nn.GELU(),
                           GritLinear.from_linear(nn.Linear(32, 16), "NVF4"))
     if not tiled:
         torch_grit.untile_(model)
@@ -160,12 +160,13 @@ def _model(tiled=False):
 def test_the_tile_layout_is_the_cpu_default(tmp_path):
     g = torch.Generator().manual_seed(3)
     w = torch.randn(40, 96, generator=g)
-    for grade, tiles in (("MXFP4", True), ("NVF4", True), ("Q4KS", True), ("I8S24", True), ("Q8_0", False)):
+    for grade, tiles in (("MXFP4", True), ("NVF4", True), ("Q4KS", True), ("I8S24", True), ("Q8_0", True),
+                         ("MXFP8", False)):
         q = torch_grit.quantize(w if grade != "Q4KS" else torch.randn(8, 256, generator=g), grade)
         assert q.tiled is tiles, grade
     assert not torch_grit.quantize(w, "MXFP4", tile=False).tiled
     with pytest.raises(ValueError, match="tile"):
-        torch_grit.quantize(torch.randn(8, 256), "Q8_0", tile=True)
+        torch_grit.quantize(torch.randn(8, 256), "MXFP8", tile=True)
     assert GritLinear(96, 40, grade="NVF4").weight.tiled
     assert GritLinear.from_packed(weight("MXFP4")).weight.tiled
     s8 = GritLinear.from_linear(nn.Linear(96, 40), "MXFP4", activations="s8")

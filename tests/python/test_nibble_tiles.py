@@ -13,7 +13,11 @@ import torch_grit
 from torch_grit import _C, ops
 
 ISAS = tuple(_C.cpu_isas_supported())
-GRADES = ("MXFP4", "NVF4", "MXFP4_RNE", "NVF4_RTZ", "Q4KS", "I8S24")
+# ggml Q8_0's grade, GPTQ/AWQ's u4 with zero points per 128, compressed-tensors' s4 per 64 and
+# dense int8 per 128 (binary16 scales at 2-byte offsets of the scale dwords), as canonical strings.
+Q8_0, U4Z_G128, S4_G64, S8_G128 = (torch_grit.Grade(g).canonical for g in ("Q8_0", "U4Z_G128", "S4_G64", "S8_G128"))
+GRADES = ("MXFP4", "NVF4", "MXFP4_RNE", "NVF4_RTZ", "Q4KS", "I8S24", Q8_0, U4Z_G128, S4_G64, S8_G128)
+K0 = {"NVF4": 16, "NVF4_RTZ": 16, U4Z_G128: 128, S4_G64: 64, S8_G128: 128}  # others: 32
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 # [out, in]: out not a multiple of the 16-row tile; in/k0 not a multiple of 4
 # (a partial scale word) nor of the 256-column super-block.
@@ -21,10 +25,9 @@ SHAPES = {"MXFP4": ((17, 96), (40, 160), (33, 512)), "NVF4": ((17, 48), (40, 160
 SHAPES["MXFP4_RNE"] = SHAPES["MXFP4"]
 SHAPES["NVF4_RTZ"] = SHAPES["NVF4"]
 SHAPES["Q4KS"] = ((17, 256), (40, 512), (33, 768))  # the encoder's rows hold whole 256-column super-blocks
-SHAPES["I8S24"] = ((17, 96), (40, 160), (33, 512))
-# Bytes per row of the data and scale0 planes.
-ROW_BYTES = {g: (lambda k, g=g: (k // 2, k // (16 if g.startswith("NVF4") else 32) * (2 if g == "I8S24" else 1)))
-             for g in GRADES}
+SHAPES["I8S24"] = SHAPES[Q8_0] = ((17, 96), (40, 160), (33, 512))
+SHAPES[U4Z_G128] = SHAPES[S8_G128] = ((17, 128), (40, 384), (33, 512))
+SHAPES[S4_G64] = ((17, 64), (40, 192), (33, 512))
 X_BATCHES = ((1,), (3, 5), (9,))
 
 
@@ -56,7 +59,8 @@ def test_untile_gives_the_planes_back(grade):
         planes = _planes(grade, shape)
         tiled = ops.tile_nibbles(planes, grade, shape)
         n, k = shape
-        tiles, (db, sb) = (n + 15) // 16, ROW_BYTES[grade](k)
+        sizes = torch_grit.Grade.parse(grade)._native.plane_bytes(n * k)
+        tiles, db, sb = (n + 15) // 16, sizes[0] // n, sizes[1] // n
         assert tiled[0].numel() == tiles * 64 * 4 * ((db + 15) // 16)
         assert tiled[1].numel() == tiles * 64 * 4 * ((sb + 15) // 16)
         assert tiled[2] is planes[2] and tiled[3] is planes[3]
@@ -150,7 +154,7 @@ def test_gradients_match_packed_linear():
 
 @pytest.mark.parametrize("grade", GRADES)
 def test_grad_input_from_the_tiles_has_the_planes_bits(isa, grade):
-    for i, shape in enumerate(SHAPES[grade] + ((600, 64),)):
+    for i, shape in enumerate(SHAPES[grade] + ((600, max(64, K0.get(grade, 32))),)):
         planes = _planes(grade, shape, seed=i)
         tiled = ops.tile_nibbles(planes, grade, shape)
         for dtype in DTYPES:
@@ -209,7 +213,7 @@ def test_opcheck_packed_linear_grad_input_tiled(grade, gy_shape, dtype):
     torch.library.opcheck(torch.ops.grit.packed_linear_grad_input_tiled.default, (gy, *tiled, grade, list(shape)))
 
 
-@pytest.mark.parametrize("grade", ("Q8_0", "U4Z_G128"))
+@pytest.mark.parametrize("grade", ("MXFP8", "U8Z_G128"))
 def test_refuses_grades_the_layout_does_not_hold(grade):
     shape = (32, 256)
     grade = torch_grit.Grade(grade).canonical
@@ -267,7 +271,7 @@ def test_any_shape_and_bytes_give_the_planes_bits(grade, rows, groups, batch, is
     """Uniformly random plane bytes (NaN, zero and non-factoring scale codes, a
     random per-tensor scale for NVF4) on random ragged shapes: the tiled op
     returns packed_linear's bits on the variant drawn."""
-    k = groups * (16 if grade.startswith("NVF4") else 32)
+    k = groups * K0.get(grade, 32)
     if grade == "Q4KS":
         rows = 8 * ((rows + 7) // 8)  # level-1 groups of 8 may straddle rows: rows * k/32 a multiple of 8
     g = torch.Generator().manual_seed(seed)

@@ -26,7 +26,7 @@ def _apply(model, take, act):
 
 def tile_(model):
     """Tile every GritLinear weight of ``model`` that can be (``GritTensor.can_tile``: on CPU,
-    MXFP4, NVF4, Q4KS, I8S24 and their siblings), in place. Returns the names of the layers tiled now
+    every grade with a fast CPU decoder), in place. Returns the names of the layers tiled now
     or before; the others (other grades or devices) keep their planes."""
     return _apply(model, lambda w: w.can_tile, GritLinear.tile_)
 

@@ -197,9 +197,9 @@ class GritTensor(torch.Tensor):
 
     @property
     def can_tile(self):
-        """Whether ``tile()`` takes this weight: on CPU, a grade of dense 4-bit codes with
-        8-bit scale codes per 16 or 32 values (MXFP4, NVF4, Q4KS and their siblings) or
-        2:4 sparse int8 (I8S24) whose every quad names two distinct positions."""
+        """Whether ``tile()`` takes this weight: on CPU, a grade with a fast CPU decoder
+        (MXFP4, NVF4, Q4KS, ggml Q8_0's, GPTQ/AWQ's U4Z, the S4 / S8 groups and their
+        siblings; I8S24 when every quad names two distinct positions)."""
         if self.tiled:
             return True
         if self.device.type != "cpu" or self.is_int4_groups:
@@ -207,14 +207,13 @@ class GritTensor(torch.Tensor):
         kind = _C.cpu_fast_kind(self.grade._native)
         if kind == "int8_sparse24":
             return _quads_regular(self.aux_plane)
-        return kind in ("nibble", "nibble_affine")
+        return kind != "reference"
 
     def tile(self):
         """This weight in the CPU tile layout (``self`` if it already is).
 
-        For 4-bit grades with 8-bit scale codes per 16 or 32 values (MXFP4, NVF4,
-        Q4KS and their siblings) and regular 2:4 sparse int8 (I8S24), on CPU; other
-        grades, INT4G and other devices are refused (ValueError) with the reason.
+        For the grades with a fast CPU decoder (``can_tile``), on CPU; other grades,
+        INT4G and other devices are refused (ValueError) with the reason.
         The linear ops give the same bits either way; moving a tiled tensor off the
         CPU untiles it.
         """
@@ -497,7 +496,7 @@ def fit_error(shape, grade, name="weight"):
 def quantize(w, grade, name="weight", *, tile=None):
     """Pack a 2-D float weight ``[out, in]`` to ``grade``; returns a GritTensor.
 
-    On CPU a weight the tile layout holds (``can_tile``: MXFP4, NVF4, Q4KS, I8S24 and their siblings)
+    On CPU a weight the tile layout holds (``can_tile``: every grade with a fast CPU decoder)
     comes back tiled, the kernels' fast layout (``tile=None``, the default); ``tile=False``
     keeps GRIT's row-major planes in memory, ``tile=True`` insists (ValueError if it cannot).
     Saves, ``state_dict``, ``planes``, ``dequantize`` and the descriptor see GRIT's planes

@@ -22,11 +22,11 @@ void tile_plane(const uint8_t* rows, int64_t n, int64_t row_bytes, uint8_t* tile
   }
 }
 
-bool tile_layout_kind(FastKind kind) {
-  return kind == FastKind::kNibble || kind == FastKind::kNibbleAffine || kind == FastKind::kInt8Sparse24;
-}
+bool tile_layout_kind(FastKind kind) { return kind != FastKind::kNone; }
 
-int64_t tiled_data_row_bytes(const Grade& /*g*/, int64_t k) { return k / 2; }  // 4-bit codes; 2:4 int8: two per 4
+int64_t tiled_data_row_bytes(const Grade& g, int64_t k) {
+  return g.has_sp ? k / 2 : k * fmt_width(g.elem) / 8;  // 2:4 int8: two codes per 4; 4- or 8-bit codes
+}
 
 int64_t tiled_scale_row_bytes(const Grade& g, int64_t k) {
   return k / static_cast<int64_t>(g.k0) * ((fmt_width(g.scale0) + 7) / 8);  // byte codes (u6 padded), binary16

@@ -1,7 +1,8 @@
 // The CPU tile layout of a weight's code and scale0 planes, and
-// packed_linear over it. Grades: FastKind::kNibble (MXFP4, NVF4 and their
-// siblings), kNibbleAffine (Q4KS) and kInt8Sparse24 (I8S24, every quad
-// naming two distinct positions: then row r's codes start at r * k/2).
+// packed_linear over it. Grades: every one with a fast decoder (FastKind):
+// MXFP4, NVF4, Q4KS, I8S24 (every quad naming two distinct positions: then
+// row r's codes start at r * k/2), ggml Q8_0's and the int8 groups,
+// GPTQ/AWQ's u4 with zero points, the s4 groups, and their siblings.
 //
 // The SIMD kernels hold one row of W per 32-bit lane, so reading GRIT's
 // row-major planes costs a 16x16 dword transpose per 128 columns of a tile:
@@ -12,8 +13,8 @@
 // layout, not a GRIT placement: the bytes are GRIT's, permuted and padded;
 // untiling gives the planes back bit for bit, and only planes are exported.
 //
-// Plane with B bytes per row (data: k/2; scale0: k/k0, 2k/k0 for I8S24's
-// binary16 scales) over n rows: rows
+// Plane with B bytes per row (data: k/2, or k for dense int8; scale0: k/k0
+// codes, 2k/k0 or 4k/k0 for binary16 or binary32 scales) over n rows: rows
 // are padded with zero bytes to Q*4 bytes, Q = 4*ceil(B/16) dwords, and
 // padded to a whole number of 16-row tiles with zero rows. Dword q of row
 // 16t + r sits at byte (t*Q + q)*64 + 4r. Size: ceil(n/16) * Q * 64.
@@ -38,8 +39,8 @@ void tile_plane(const uint8_t* rows, int64_t n, int64_t row_bytes, uint8_t* tile
 // Rows [r0, r1) of a tiled plane, row-major into out ((r1 - r0) * row_bytes).
 void untile_plane(const uint8_t* tiled, int64_t row_bytes, int64_t r0, int64_t r1, uint8_t* out);
 
-// Whether the layout holds a grade (by its fast kind; I8S24 planes must
-// also be regular: sparse_quads_regular).
+// Whether the layout holds a grade (by its fast kind: any but kNone;
+// I8S24 planes must also be regular: sparse_quads_regular).
 bool tile_layout_kind(FastKind kind);
 // Bytes per row of the data (plane 0) and scale0 (plane 1) planes of a
 // grade the layout holds, for k columns (a multiple of k0).

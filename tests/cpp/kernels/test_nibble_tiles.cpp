@@ -3,11 +3,15 @@
 // reference kernel's bits on every variant this CPU runs, batch 1 and
 // larger, encoded planes and random ones (NaN, infinite and non-factoring
 // scale codes included), the SIMD variants reading the tiles in place;
-// MXFP4, NVF4, Q4KS and I8S24 (whose irregular quads are refused).
+// every kind with a fast decoder: MXFP4, NVF4, Q4KS, I8S24 (whose irregular
+// quads are refused), ggml Q8_0's grade and the dense int8 groups, GPTQ/AWQ's
+// u4 with zero points and compressed-tensors' s4 groups, per-channel ones
+// included.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -26,11 +30,34 @@ struct Shape {
   const char* grade;
   int64_t n, k;
 };
+constexpr const char* kQ8_0 = "grit1(e=s8,k0=32,s0=binary16,esr=ratiomaxabs)";
+constexpr const char* kS8G128 = "grit1(e=s8,k0=128,s0=binary16,esr=ratiomaxabs)";  // scales at 2-byte offsets
+constexpr const char* kS8Row = "grit1(e=s8,k0=160,s0=binary32,esr=ratiomaxabs)";   // one group per row
+constexpr const char* kU4ZG32 = "grit1(e=u4,k0=32,s0=binary16,zp=u4,esr=affineminmax)";
+constexpr const char* kU4ZG128 = "grit1(e=u4,k0=128,s0=binary16,zp=u4,esr=affineminmax)";
+constexpr const char* kS4G64 = "grit1(e=s4,k0=64,s0=binary16,esr=ratiomaxabs)";
+constexpr const char* kS4Row = "grit1(e=s4,k0=256,s0=binary32,esr=ratiomaxabs)";
+
 // Q4KS at k = 160 and 96: level-1 groups of 8 straddle rows (n * k/32 a multiple of 8).
 const Shape kShapes[] = {{"MXFP4", 17, 96}, {"MXFP4", 33, 512}, {"MXFP4", 16, 32}, {"MXFP4", 48, 160},
                          {"NVF4", 17, 48},  {"NVF4", 40, 160},  {"Q4KS", 37, 512}, {"Q4KS", 40, 160},
                          {"Q4KS", 16, 96},  {"Q4KS", 5, 2048},  {"I8S24", 37, 160}, {"I8S24", 16, 32},
-                         {"I8S24", 33, 1024}};
+                         {"I8S24", 33, 1024}, {kQ8_0, 17, 96},  {kQ8_0, 33, 512},  {kS8G128, 20, 384},
+                         {kS8Row, 9, 160},  {kU4ZG32, 40, 160}, {kU4ZG128, 17, 384}, {kS4G64, 19, 192},
+                         {kS4Row, 17, 256}};
+
+// A reference name or a canonical grade string.
+const grit::Grade& grade_of(const char* name) {
+  static std::map<std::string, grit::Grade> parsed;
+  if (const auto* ref = grit::reference_grade(name)) return *ref->grade;
+  auto it = parsed.find(name);
+  if (it == parsed.end()) {
+    grit::Grade g;
+    EXPECT_TRUE(grit::grade_parse(name, &g).ok()) << name;
+    it = parsed.emplace(name, g).first;
+  }
+  return it->second;
+}
 
 // Random I8S24 positions name one position twice now and then; the layout
 // needs every quad to name two (the encoder's planes always do): the second
@@ -92,20 +119,21 @@ grit::cpu::TiledNibbles tiled_weight(const grit::Grade& g, const Planes& pl, con
 
 TEST(NibbleTiles, UntileGivesThePlanesBack) {
   for (const Shape& s : kShapes) {
-    const grit::Grade& g = *grit::reference_grade(s.grade)->grade;
+    const grit::Grade& g = grade_of(s.grade);
     const Planes pl = random_planes(g, s.n, s.k, 5);
     const Tiled t = tile(g, pl, s.n, s.k);
+    const int64_t db = grit::cpu::tiled_data_row_bytes(g, s.k);  // k/2, or k for dense int8
     EXPECT_EQ(t.data.size() % 64, 0u);
     std::vector<uint8_t> back(pl.p[0].size()), back_s(pl.p[1].size());
-    grit::cpu::untile_plane(t.data.data(), s.k / 2, 0, s.n, back.data());
+    grit::cpu::untile_plane(t.data.data(), db, 0, s.n, back.data());
     grit::cpu::untile_plane(t.scale0.data(), grit::cpu::tiled_scale_row_bytes(g, s.k), 0, s.n, back_s.data());
     EXPECT_EQ(back, pl.p[0]) << s.grade << " " << s.n << "x" << s.k;
     EXPECT_EQ(back_s, pl.p[1]) << s.grade << " " << s.n << "x" << s.k;
     // Dword q of row 16t + r at (t*Q + q)*64 + 4r; padding is zero.
-    const int64_t q_row = grit::cpu::tiled_row_dwords(s.k / 2);
-    const int64_t row = s.n - 1, q = (s.k / 2 - 1) / 4;
+    const int64_t q_row = grit::cpu::tiled_row_dwords(db);
+    const int64_t row = s.n - 1, q = (db - 1) / 4;
     const uint8_t* at = t.data.data() + ((row / 16) * q_row + q) * 64 + (row % 16) * 4;
-    EXPECT_EQ(0, std::memcmp(at, pl.p[0].data() + row * (s.k / 2) + q * 4, 4));
+    EXPECT_EQ(0, std::memcmp(at, pl.p[0].data() + row * db + q * 4, 4));
     if (s.n % 16 != 0) {
       const uint8_t* pad = t.data.data() + ((row / 16) * q_row) * 64 + 4 * (s.n % 16);
       for (int i = 0; i < 4 * (16 - s.n % 16); ++i) EXPECT_EQ(pad[i], 0) << "padding row byte " << i;
@@ -115,7 +143,7 @@ TEST(NibbleTiles, UntileGivesThePlanesBack) {
 
 TEST(NibbleTiles, EveryVariantGivesThePlanesBits) {
   for (const Shape& s : kShapes) {
-    const grit::Grade& g = *grit::reference_grade(s.grade)->grade;
+    const grit::Grade& g = grade_of(s.grade);
     for (int kind = 0; kind < 2; ++kind) {
       if (kind == 0 && s.k % (g.k0 * (g.k1 ? g.k1 : 1)) != 0) continue;  // the encoder's groups are whole rows
       const Planes pl = kind == 0 ? encoded(g, s.n, s.k, 11) : random_regular(g, s.n, s.k, 13);
@@ -161,7 +189,7 @@ TEST(NibbleTiles, SimdVariantsReadTheTilesInPlace) {
   } pair_gemm_on;
   const Shape shapes[] = {{"MXFP4", 57, 160}, {"NVF4", 40, 160}, {"MXFP4", 32, 4096}};
   for (const Shape& s : shapes) {
-    const grit::Grade& g = *grit::reference_grade(s.grade)->grade;
+    const grit::Grade& g = grade_of(s.grade);
     Planes pl = encoded(g, s.n, s.k, 23);
     const int64_t groups = s.k / g.k0;
     pl.p[1][1 * 16 * groups + 3 * groups + groups - 1] = 0;  // tile 1, row 3, last group
@@ -207,7 +235,7 @@ TEST(NibbleTiles, SimdVariantsReadTheTilesInPlace) {
 // decode's bits on every variant, for tile ranges as threads split them.
 TEST(NibbleTiles, DecodeOfTilesIsTheReferenceDecode) {
   for (const Shape& s : kShapes) {
-    const grit::Grade& g = *grit::reference_grade(s.grade)->grade;
+    const grit::Grade& g = grade_of(s.grade);
     const Planes pl = random_regular(g, s.n, s.k, 31);
     const Tiled t = tile(g, pl, s.n, s.k);
     const grit::cpu::TiledNibbles tw = tiled_weight(g, pl, t, s.n, s.k);
@@ -234,7 +262,7 @@ TEST(NibbleTiles, DecodeOfTilesIsTheReferenceDecode) {
 TEST(NibbleTiles, AffineAndSparseTilesAreReadInPlace) {
   const Shape shapes[] = {{"Q4KS", 57, 512}, {"Q4KS", 32, 4096}, {"I8S24", 57, 160}, {"I8S24", 32, 4096}};
   for (const Shape& s : shapes) {
-    const grit::Grade& g = *grit::reference_grade(s.grade)->grade;
+    const grit::Grade& g = grade_of(s.grade);
     Planes pl = encoded(g, s.n, s.k, 37);
     if (g.has_sp) {
       const int64_t row = s.k / 32 * 2;  // binary16 scales a row

@@ -105,6 +105,19 @@ Tiled tile(const grit::Grade& g, const Planes& pl, int64_t n, int64_t k) {
   return t;
 }
 
+// The grade's plan for w (its tables from the side planes), pointed at the
+// tiles as the SIMD variants read them in place.
+grit::cpu::LinearPlan tiled_plan(const grit::cpu::PackedWeight& w, const Tiled& t) {
+  grit::cpu::PackedWeight side = w;
+  side.planes[0] = side.planes[1] = grit::Plane{};
+  grit::cpu::LinearPlan plan;
+  grit::cpu::make_plan(side, &plan);
+  plan.tiled = true;
+  plan.w.planes[0] = grit::Plane{t.data.data(), t.data.size()};
+  plan.w.planes[1] = grit::Plane{t.scale0.data(), t.scale0.size()};
+  return plan;
+}
+
 grit::cpu::TiledNibbles tiled_weight(const grit::Grade& g, const Planes& pl, const Tiled& t, int64_t n, int64_t k) {
   grit::cpu::TiledNibbles w;
   w.grade = &g;
@@ -196,14 +209,8 @@ TEST(NibbleTiles, SimdVariantsReadTheTilesInPlace) {
     pl.p[1][0 * 16 * groups + 15 * groups + 0] = 255;         // tile 0, row 15: NaN under E8M0
     const Tiled t = tile(g, pl, s.n, s.k);
     const grit::cpu::PackedWeight w = packed(g, pl, s.n, s.k);
-    grit::cpu::PackedWeight side = w;
-    side.planes[0] = side.planes[1] = grit::Plane{};
-    grit::cpu::LinearPlan plan;
-    grit::cpu::make_plan(side, &plan);
+    const grit::cpu::LinearPlan plan = tiled_plan(w, t);
     ASSERT_EQ(plan.kind, grit::cpu::FastKind::kNibble) << s.grade;
-    plan.tiled = true;
-    plan.w.planes[0] = grit::Plane{t.data.data(), t.data.size()};
-    plan.w.planes[1] = grit::Plane{t.scale0.data(), t.scale0.size()};
     const int64_t tiles = grit::cpu::linear_tile_count(s.n);
     for (Isa isa : grit::cpu::kAllIsas) {
       if (!grit::cpu::isa_supported(isa)) continue;
@@ -278,15 +285,9 @@ TEST(NibbleTiles, AffineAndSparseTilesAreReadInPlace) {
     }
     const Tiled t = tile(g, pl, s.n, s.k);
     const grit::cpu::PackedWeight w = packed(g, pl, s.n, s.k);
-    grit::cpu::PackedWeight side = w;
-    side.planes[0] = side.planes[1] = grit::Plane{};
-    grit::cpu::LinearPlan plan;
-    grit::cpu::make_plan(side, &plan);
+    const grit::cpu::LinearPlan plan = tiled_plan(w, t);
     ASSERT_TRUE(grit::cpu::tile_layout_kind(plan.kind)) << s.grade;
     ASSERT_NE(plan.kind, grit::cpu::FastKind::kNibble) << s.grade;
-    plan.tiled = true;
-    plan.w.planes[0] = grit::Plane{t.data.data(), t.data.size()};
-    plan.w.planes[1] = grit::Plane{t.scale0.data(), t.scale0.size()};
     const int64_t tiles = grit::cpu::linear_tile_count(s.n);
     for (Isa isa : grit::cpu::kAllIsas) {
       if (!grit::cpu::isa_supported(isa)) continue;

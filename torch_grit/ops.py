@@ -147,6 +147,31 @@ def packed_linear_s8(x: Tensor, planes: Planes, grade: GradeLike, shape: Sequenc
                                                    _shape(shape), bias)
 
 
+def packed_linear_bf16(x: Tensor, planes: Planes, grade: GradeLike, shape: Sequence[int],
+                       bias: Optional[Tensor] = None) -> Tensor:
+    """``y = x @ W.T + bias`` under the bf16 activation law (csrc/grit/bf16_linear.h).
+
+    ``x`` and the decoded weight are rounded to bfloat16 (values below 2^-126 in magnitude count
+    as zero), their products summed in chunks of 32 columns in the order of an AMX-BF16 tile
+    multiply (two float32 chains over the even and odd columns, subnormal sums flushed), the
+    bias added last. On a CPU whose tile multiply follows that order (checked once) the sums run
+    on AMX tiles, at bfloat16 GEMM speed; elsewhere a scalar copy of the law gives the same
+    bits. ``y`` has ``x``'s dtype; the same bits for every thread count and batch composition.
+    Differentiable in ``x`` (straight through the rounding) and ``bias``. CPU only; INT4G is
+    refused (quantize to S4_G<group> instead).
+    """
+    return torch.ops.grit.packed_linear_bf16.default(x, *_planes4(planes), _grade_str(grade),
+                                                     _shape(shape), bias)
+
+
+def packed_linear_bf16_grad_input(grad_y: Tensor, planes: Planes, grade: GradeLike,
+                                  shape: Sequence[int]) -> Tensor:
+    """``grad_y @ W`` under the bf16 activation law: :func:`packed_linear_bf16`'s backward, the
+    reduction over out-features in the same chunks and order. ``grad_x`` has grad_y's dtype."""
+    return torch.ops.grit.packed_linear_bf16_grad_input.default(grad_y, *_planes4(planes), _grade_str(grade),
+                                                                _shape(shape))
+
+
 def s8_block(grade: GradeLike) -> int:
     """The activation block ``kb`` the s8 law packs ``x`` with under ``grade``
     (ValueError naming the reason for a grade without an s8 law)."""
@@ -316,7 +341,8 @@ def _check_fake(data, scale0, scale1, aux, grade, shape):
 # ---------------------------------------------------------------------------
 # The exact integer mode: fakes (its refusal to differentiate is in autograd.cpp).
 
-__all__ += ["pack_activations", "packed_linear_exact", "packed_linear_s8", "s8_block"]
+__all__ += ["pack_activations", "packed_linear_exact", "packed_linear_s8", "s8_block", "packed_linear_bf16",
+            "packed_linear_bf16_grad_input"]
 
 
 @torch.library.register_fake("grit::pack_activations")
@@ -413,6 +439,26 @@ def _packed_linear_s8_fake(x, data, scale0, scale1, aux, grade, shape, bias):
     torch._check(x.shape[-1] == shape[1],
                  lambda: "grit::packed_linear_s8: x has %s in-features, the weight %s" % (x.shape[-1], shape[1]))
     return x.new_empty((*x.shape[:-1], shape[0]))
+
+
+@torch.library.register_fake("grit::packed_linear_bf16")
+def _packed_linear_bf16_fake(x, data, scale0, scale1, aux, grade, shape, bias):
+    op = "grit::packed_linear_bf16"
+    _check_one_device(op, "argument 'x'", x, (data, scale0, scale1, aux), bias)
+    torch._check(len(shape) == 2, lambda: "%s: shape must be [out, in], found %s" % (op, shape))
+    torch._check(x.shape[-1] == shape[1],
+                 lambda: "%s: x has %s in-features, the weight %s" % (op, x.shape[-1], shape[1]))
+    return x.new_empty((*x.shape[:-1], shape[0]))
+
+
+@torch.library.register_fake("grit::packed_linear_bf16_grad_input")
+def _packed_linear_bf16_grad_input_fake(grad_y, data, scale0, scale1, aux, grade, shape):
+    op = "grit::packed_linear_bf16_grad_input"
+    _check_one_device(op, "argument 'grad_y'", grad_y, (data, scale0, scale1, aux))
+    torch._check(len(shape) == 2, lambda: "%s: shape must be [out, in], found %s" % (op, shape))
+    torch._check(grad_y.shape[-1] == shape[0],
+                 lambda: "%s: grad_y has %s out-features, the weight %s" % (op, grad_y.shape[-1], shape[0]))
+    return grad_y.new_empty((*grad_y.shape[:-1], shape[1]))
 
 
 @torch.library.register_fake("grit::packed_linear_continue")

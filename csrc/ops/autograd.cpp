@@ -8,6 +8,10 @@
 //   packed_linear_tiled:      as packed_linear, with packed_linear_grad_input_tiled
 //                             (W decoded from the tiles, never untiled first)
 //   packed_linear_grad_input_tiled: packed_linear_tiled(grad_grad_x, W)
+//   packed_linear_bf16:       grad_x = packed_linear_bf16_grad_input(grad_y, W)
+//                             (straight through x's rounding to bfloat16),
+//                             grad_bias as above; packed_linear_bf16_grad_input's
+//                             gradient is packed_linear_bf16 (double backward)
 //   packed_linear_s8:         the straight-through estimator: grad_x =
 //                             packed_linear_grad_input(grad_y, W) (the packing's
 //                             rounding taken as the identity), grad_bias as above
@@ -65,6 +69,18 @@ const c10::TypedOperatorHandle<GradInputSig>& tiled_grad_input_op() {
   static const auto op = handle<GradInputSig>("grit::packed_linear_grad_input_tiled");
   return op;
 }
+const c10::TypedOperatorHandle<LinearSig>& bf16_linear_op() {
+  static const auto op = handle<LinearSig>("grit::packed_linear_bf16");
+  return op;
+}
+const c10::TypedOperatorHandle<GradInputSig>& bf16_grad_input_op() {
+  static const auto op = handle<GradInputSig>("grit::packed_linear_bf16_grad_input");
+  return op;
+}
+
+// The forward / grad_input pairs that are each other's gradients: the
+// row-major planes, the CPU tile layout, and the bf16 activation law.
+enum Family : int { kPlanes = 0, kTiled = 1, kBf16 = 2 };
 
 bool wants_grad(const at::Tensor& t) { return t.defined() && t.requires_grad(); }
 bool recording() { return at::GradMode::is_enabled(); }
@@ -77,13 +93,17 @@ void save_weight(AutogradContext* ctx, const at::Tensor& data, const at::Tensor&
   ctx->saved_data["shape"] = shape.vec();
 }
 
-// packed_linear with packed_linear_grad_input, and (kTiled) their tiled
-// twins, which read the same planes in the CPU tile layout.
-template <bool kTiled>
-struct LinearFn : public torch::autograd::Function<LinearFn<kTiled>> {
-  static const c10::TypedOperatorHandle<LinearSig>& op() { return kTiled ? tiled_linear_op() : linear_op(); }
+// packed_linear with packed_linear_grad_input, (kTiled) their tiled twins,
+// which read the same planes in the CPU tile layout, and (kBf16) the bf16
+// law's pair: its forward's gradient is its grad_input (straight through
+// the rounding of x to bfloat16, as autocast's), and back.
+template <int kFam>
+struct LinearFn : public torch::autograd::Function<LinearFn<kFam>> {
+  static const c10::TypedOperatorHandle<LinearSig>& op() {
+    return kFam == kTiled ? tiled_linear_op() : (kFam == kBf16 ? bf16_linear_op() : linear_op());
+  }
   static const c10::TypedOperatorHandle<GradInputSig>& grad_op() {
-    return kTiled ? tiled_grad_input_op() : grad_input_op();
+    return kFam == kTiled ? tiled_grad_input_op() : (kFam == kBf16 ? bf16_grad_input_op() : grad_input_op());
   }
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& data,
                             const at::Tensor& scale0, const at::Tensor& scale1, const at::Tensor& aux,
@@ -110,20 +130,20 @@ struct LinearFn : public torch::autograd::Function<LinearFn<kTiled>> {
   }
 };
 
-template <bool kTiled>
-struct GradInputFn : public torch::autograd::Function<GradInputFn<kTiled>> {
+template <int kFam>
+struct GradInputFn : public torch::autograd::Function<GradInputFn<kFam>> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& grad_y, const at::Tensor& data,
                             const at::Tensor& scale0, const at::Tensor& scale1, const at::Tensor& aux,
                             c10::string_view grade, c10::IntArrayRef shape) {
     save_weight(ctx, data, scale0, scale1, aux, grade, shape);
     at::AutoDispatchBelowADInplaceOrView below;
-    return LinearFn<kTiled>::grad_op().call(grad_y, data, scale0, scale1, aux, grade, shape);
+    return LinearFn<kFam>::grad_op().call(grad_y, data, scale0, scale1, aux, grade, shape);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
     at::Tensor ggy;
     if (ctx->needs_input_grad(0) && grads[0].defined())
-      ggy = LinearFn<kTiled>::op().call(grads[0], saved[0], saved[1], saved[2], saved[3],
+      ggy = LinearFn<kFam>::op().call(grads[0], saved[0], saved[1], saved[2], saved[3],
                              ctx->saved_data["grade"].toStringRef(), ctx->saved_data["shape"].toIntVector(),
                              std::nullopt);
     return {ggy, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
@@ -199,26 +219,26 @@ at::Tensor s8_autograd(const at::Tensor& x, const at::Tensor& data, const at::Te
   return S8Fn::apply(x, data, scale0, scale1, aux, grade, shape, bias);
 }
 
-template <bool kTiled>
+template <int kFam>
 at::Tensor linear_autograd(const at::Tensor& x, const at::Tensor& data, const at::Tensor& scale0,
                            const at::Tensor& scale1, const at::Tensor& aux, c10::string_view grade,
                            c10::IntArrayRef shape, const std::optional<at::Tensor>& bias) {
   if (!recording() || !(wants_grad(x) || (bias.has_value() && wants_grad(*bias)))) {
     at::AutoDispatchBelowADInplaceOrView below;
-    return LinearFn<kTiled>::op().call(x, data, scale0, scale1, aux, grade, shape, bias);
+    return LinearFn<kFam>::op().call(x, data, scale0, scale1, aux, grade, shape, bias);
   }
-  return LinearFn<kTiled>::apply(x, data, scale0, scale1, aux, grade, shape, bias);
+  return LinearFn<kFam>::apply(x, data, scale0, scale1, aux, grade, shape, bias);
 }
 
-template <bool kTiled>
+template <int kFam>
 at::Tensor grad_input_autograd(const at::Tensor& grad_y, const at::Tensor& data, const at::Tensor& scale0,
                                const at::Tensor& scale1, const at::Tensor& aux, c10::string_view grade,
                                c10::IntArrayRef shape) {
   if (!recording() || !wants_grad(grad_y)) {
     at::AutoDispatchBelowADInplaceOrView below;
-    return LinearFn<kTiled>::grad_op().call(grad_y, data, scale0, scale1, aux, grade, shape);
+    return LinearFn<kFam>::grad_op().call(grad_y, data, scale0, scale1, aux, grade, shape);
   }
-  return GradInputFn<kTiled>::apply(grad_y, data, scale0, scale1, aux, grade, shape);
+  return GradInputFn<kFam>::apply(grad_y, data, scale0, scale1, aux, grade, shape);
 }
 
 std::tuple<at::Tensor, at::Tensor> pack_activations_autograd(const at::Tensor& x, int64_t block) {
@@ -235,10 +255,12 @@ at::Tensor exact_autograd(const at::Tensor& codes, const at::Tensor& scales, con
 }  // namespace
 
 TORCH_LIBRARY_IMPL(grit, Autograd, m) {
-  m.impl("packed_linear", &linear_autograd<false>);
-  m.impl("packed_linear_grad_input", &grad_input_autograd<false>);
-  m.impl("packed_linear_tiled", &linear_autograd<true>);
-  m.impl("packed_linear_grad_input_tiled", &grad_input_autograd<true>);
+  m.impl("packed_linear", &linear_autograd<kPlanes>);
+  m.impl("packed_linear_grad_input", &grad_input_autograd<kPlanes>);
+  m.impl("packed_linear_tiled", &linear_autograd<kTiled>);
+  m.impl("packed_linear_grad_input_tiled", &grad_input_autograd<kTiled>);
+  m.impl("packed_linear_bf16", &linear_autograd<kBf16>);
+  m.impl("packed_linear_bf16_grad_input", &grad_input_autograd<kBf16>);
   m.impl("pack_activations", &pack_activations_autograd);
   m.impl("packed_linear_exact", &exact_autograd);
   m.impl("packed_linear_s8", &s8_autograd);

@@ -58,4 +58,13 @@ TORCH_LIBRARY(grit, m) {
   m.def(
       "packed_linear_s8(Tensor x, Tensor data, Tensor scale0, Tensor scale1, Tensor aux, str grade, "
       "int[] shape, Tensor? bias) -> Tensor");
+  // The bf16 activation law (csrc/grit/bf16_linear.h): x and the decoded
+  // weight rounded to bfloat16, summed in an AMX-BF16 tile multiply's order;
+  // y (grad_x) in x's (grad_y's) dtype.
+  m.def(
+      "packed_linear_bf16(Tensor x, Tensor data, Tensor scale0, Tensor scale1, Tensor aux, str grade, "
+      "int[] shape, Tensor? bias) -> Tensor");
+  m.def(
+      "packed_linear_bf16_grad_input(Tensor grad_y, Tensor data, Tensor scale0, Tensor scale1, Tensor aux, "
+      "str grade, int[] shape) -> Tensor");
 }

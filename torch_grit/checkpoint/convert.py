@@ -212,9 +212,10 @@ def convert(src, dst, grade, *, filter=None, max_shard_size=None, on_tensor=None
     and the source's ``<module>.bias`` or None), ``on_tensor(TensorReport)``
     after each tensor is written. ``exclude`` (names) are dropped: each gets a
     TensorReport with action "dropped". ``load_guard``: see ``plan``.
-    ``activations="s8"`` records that every packed ``<module>.weight`` runs the
-    s8 activation law (``torch_grit.load(model=...)`` sets it); a packed
-    tensor whose grade has no s8 law is refused before anything is written.
+    ``activations="s8"`` (or ``"bf16"``) records that every packed
+    ``<module>.weight`` runs that activation law (``torch_grit.load(model=...)``
+    sets it); a packed tensor whose grade has no s8 law is refused before
+    anything is written.
     Returns ``(files written, [TensorReport])``.
     """
     refuse_inexpressible(src, grade, filter)
@@ -294,22 +295,25 @@ def convert(src, dst, grade, *, filter=None, max_shard_size=None, on_tensor=None
 
 
 def _activation_modes(items, activations):
-    """{module: "s8"} for every packed ``<module>.weight`` under ``activations="s8"``
-    (ConvertError "unpackable" naming a tensor whose grade has no s8 law); {} otherwise."""
+    """{module: mode} for every packed ``<module>.weight`` under ``activations="s8"`` or
+    ``"bf16"`` (ConvertError "unpackable" naming a tensor whose grade has no s8 law); {}
+    otherwise. The converter writes GRIT grades only, which the bf16 law takes."""
     from ..nn.linear import check_activations, check_s8_law
 
-    if check_activations(activations) is None:
+    mode = check_activations(activations)
+    if mode is None:
         return {}
     modes = {}
     for it in items:
         u = it[2]
         if not isinstance(u, Packed) or not u.name.endswith(".weight"):
             continue
-        try:
-            check_s8_law(u.name, u.grade.canonical)
-        except ValueError as e:
-            raise ConvertError(str(e), "unpackable") from None
-        modes[u.name[:-len(".weight")]] = "s8"
+        if mode == "s8":
+            try:
+                check_s8_law(u.name, u.grade.canonical)
+            except ValueError as e:
+                raise ConvertError(str(e), "unpackable") from None
+        modes[u.name[:-len(".weight")]] = mode
     return modes
 
 

@@ -29,7 +29,7 @@ META_TORCH_GRIT = "torch_grit"
 # Inside the torch_grit record: how the grades were chosen, when per tensor (grade="auto").
 # torch-grit scan reads it: a mixture the checkpoint declares is not grade drift.
 META_GRADE_POLICY = "grade_policy"
-META_ACTIVATIONS = "activations"  # {module name: "s8"}: layers that pack their input rows
+META_ACTIVATIONS = "activations"  # {module name: "s8" | "bf16"}: layers that run an activation mode
 # ``<layer>.input_perm``: int64 [in_features], the permutation of a packed layer's inputs
 # (GritLinear.input_perm, GPTQ act-order), an ordinary entry beside ``<layer>.weight``.
 INPUT_PERM_SUFFIX = ".input_perm"
@@ -129,7 +129,7 @@ def _metadata(units, grade_policy=None, activations=None):
     ours = {"version": FORMAT_VERSION, "tensors": records}
     if grade_policy is not None:  # grades chosen per tensor on purpose (torch_grit.auto)
         ours[META_GRADE_POLICY] = grade_policy
-    if activations:  # layers that run the s8 activation law (GritLinear.activations)
+    if activations:  # layers that run an activation mode, s8 or bf16 (GritLinear.activations)
         ours[META_ACTIVATIONS] = dict(activations)
     meta = {"format": "pt",  # transformers refuses safetensors files without it
             META_TORCH_GRIT: json.dumps(ours, sort_keys=True, separators=(",", ":"))}

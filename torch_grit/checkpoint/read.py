@@ -246,8 +246,8 @@ def activation_modes(layout):
             continue
         found = parse_json_object(raw, h.path, "__metadata__.torch_grit").get(META_ACTIVATIONS, {})
         if not isinstance(found, dict) or not all(
-                isinstance(k, str) and v == "s8" for k, v in found.items()):
+                isinstance(k, str) and v in ("s8", "bf16") for k, v in found.items()):
             raise CheckpointError("__metadata__.torch_grit.activations must map module names to "
-                                  "'s8'; found %r" % (found,), h.path, field="torch_grit.activations")
+                                  "'s8' or 'bf16'; found %r" % (found,), h.path, field="torch_grit.activations")
         modes.update(found)
     return modes

@@ -105,9 +105,10 @@ def save(obj, path, *, max_shard_size=None, grade_policy=None, load_guard=False,
     ``grit_grade_policy``, which ``quantize_(model, "auto")`` sets) is
     recorded in the metadata: the grades were chosen per tensor on purpose.
 
-    The activation mode of each GritLinear that runs ``activations="s8"`` is
-    recorded too (``torch_grit.load(path, model=...)`` sets it again); for a
-    state dict, ``activations`` ({module name: "s8"}) says which layers run it.
+    The activation mode of each GritLinear that runs ``activations="s8"`` or
+    ``"bf16"`` is recorded too (``torch_grit.load(path, model=...)`` sets it
+    again); for a state dict, ``activations`` ({module name: "s8" or "bf16"})
+    says which layers run which.
 
     ``load_guard=True`` also writes each packed tensor's load guard (a
     zero-byte entry under its own name, docs/checkpoints.md), so that a
@@ -206,7 +207,8 @@ def read_input_perms(lay):
 
 
 def activations_of(obj):
-    """{module name: "s8"} for the GritLinear layers of a model that run the s8 law."""
+    """{module name: mode} for the GritLinear layers of a model that run an activation mode
+    ("s8" or "bf16")."""
     from ..nn.linear import GritLinear
     if not isinstance(obj, nn.Module):
         return {}
@@ -232,8 +234,8 @@ def load(path, model=None, *, verify="structure", device="cpu", strict=True, act
     be the model's (non-persistent buffers, such as position ids some files
     carry, are skipped). Returns the model. ``activations``: ``"recorded"``
     (default) gives each GritLinear the activation mode the file records
-    for it; ``"s8"`` or ``None`` sets that mode on every packed linear layer
-    (a grade without an s8 law raises, naming the layer).
+    for it; ``"s8"``, ``"bf16"`` or ``None`` sets that mode on every packed
+    linear layer (a grade the mode does not take raises, naming the layer).
     """
     from safetensors import SafetensorError, safe_open
 
@@ -279,22 +281,26 @@ def load(path, model=None, *, verify="structure", device="cpu", strict=True, act
 
 
 def _check_activations(state, recorded, activations):
-    """Every layer that will run s8 has a grade with an s8 law (else ValueError naming it)."""
-    from ..nn.linear import check_s8_law
+    """Every layer that will run an activation mode has a grade that mode takes (s8: an s8 law;
+    bf16: a GRIT grade), else ValueError naming it."""
+    from ..nn.linear import check_bf16_grade, check_s8_law
     if activations == "recorded":
-        names = list(recorded)
-    elif activations == "s8":
-        names = [k[:-len(".weight")] for k, v in state.items()
-                 if k.endswith(".weight") and isinstance(v, GritTensor)]
+        modes = dict(recorded)
+    elif activations is not None:
+        modes = {k[:-len(".weight")]: activations for k, v in state.items()
+                 if k.endswith(".weight") and isinstance(v, GritTensor)}
     else:
         return
-    for name in names:
+    for name, mode in modes.items():
         w = state.get(name + ".weight")
         if not isinstance(w, GritTensor):
-            raise CheckpointError("the checkpoint records activations='s8' for %s, but holds no "
-                                  "packed weight %s.weight" % (name, name), None,
+            raise CheckpointError("the checkpoint records activations=%r for %s, but holds no "
+                                  "packed weight %s.weight" % (mode, name, name), None,
                                   field="torch_grit.activations")
-        check_s8_law(name, w.grade_canonical, w.grade.name)
+        if mode == "s8":
+            check_s8_law(name, w.grade_canonical, w.grade.name)
+        else:
+            check_bf16_grade(name, w.grade)
 
 
 def _set_activations(model, recorded, activations):

@@ -53,7 +53,9 @@ to int8 blocks (the s8 activation law, W4A8 / W8A8): torch_grit.load(model=...)
 and from_pretrained set that mode on each layer (for a model folder,
 quantization_config says "activations": "s8"). A grade without an s8 law
 (one whose elements are not small integers times a power of two) is refused
-with exit 4 before anything is written.
+with exit 4 before anything is written. --activations bf16 records the bf16
+activation law instead (x and the weight rounded to bfloat16, summed in an
+AMX tile multiply's order: the training mode for large batches).
 
 --report [OUT.json] measures every packed tensor as torch_grit.report does:
 weight MSE, max abs error, SQNR, the layer's output error on a fixed seeded
@@ -93,10 +95,11 @@ def add_parser(sub):
     p.add_argument("--filter", metavar="REGEX",
                    help="pack the tensors whose name matches (re.search); a matching 2-D float "
                         "tensor that does not fit the grade is an error")
-    p.add_argument("--activations", choices=("float", "s8"), default="float",
+    p.add_argument("--activations", choices=("float", "s8", "bf16"), default="float",
                    help="s8: every packed linear layer packs its input rows to int8 blocks when "
-                        "loaded (the s8 activation law, W4A8/W8A8; recorded in the checkpoint and, "
-                        "for a model folder, in quantization_config); default float")
+                        "loaded (the s8 activation law, W4A8/W8A8); bf16: the bf16 activation law "
+                        "(the training mode); recorded in the checkpoint and, for a model folder, in "
+                        "quantization_config; default float")
     p.add_argument("--max-shard-size", metavar="SIZE",
                    help="write HF-style shards of at most SIZE (bytes, or 500MB, 2GB ...)")
     p.add_argument("--report", metavar="OUT.json", nargs="?", const="",
@@ -269,7 +272,7 @@ def run(args):
         if hf is not None:
             hf.complete_folder(args.src, args.dst, hf.folder_config(
                 "auto" if auto else grade, reports, budget, grades,
-                activations="s8" if args.activations == "s8" else None))
+                activations=None if args.activations == "float" else args.activations))
         source = open_layout(args.src) if measuring else None  # the files to count
     except ConvertError as e:
         code = {"unpackable": EXIT_UNPACKABLE, "already_packed": EXIT_SOURCE,
@@ -293,8 +296,8 @@ def run(args):
     label = "auto" if auto else (grade.name if isinstance(grade, PerChannel) else grade.canonical)
     summary = {"src": args.src, "files": files, "grade": label,
                "totals": totals}
-    if args.activations == "s8":
-        summary["activations"] = "s8"
+    if args.activations != "float":
+        summary["activations"] = args.activations
     if auto:
         summary["auto"] = _auto_summary(reports, budget, grades)
     rep = None
@@ -336,7 +339,7 @@ def run(args):
     print("wrote %s: %d tensors, %d packed to %s%s, %d kept; %.1f MB -> %.1f MB" % (
         files[-1] if len(files) > 1 else files[0], totals["tensors"], totals["quantized"],
         "auto-chosen grades" if auto else grade.name or grade.canonical,
-        " (activations s8)" if args.activations == "s8" else "", totals["kept"],
+        "" if args.activations == "float" else " (activations %s)" % args.activations, totals["kept"],
         totals["bytes_before"] / 1e6, totals["bytes_after"] / 1e6))
     return EXIT_OK
 

@@ -33,7 +33,7 @@ def load(path, model=None, *, verify="structure", device="cpu", strict=True, req
     With ``model``, the tensors go into it as ``checkpoint.save_load.load`` does, or, for a
     model ``parallelize_module`` has sharded, each rank reads only its shards' bytes
     (``parallel.load_sharded``);
-    ``activations`` ("recorded", None or "s8") sets the packed layers' activation
+    ``activations`` ("recorded", None, "s8" or "bf16") sets the packed layers' activation
     mode (a GGUF file records none, so "recorded" keeps float activations)."""
     if not is_gguf(path):
         if requantize is not None:

@@ -15,19 +15,30 @@ except ImportError:  # a torch built without torch.distributed: no weight is eve
 from .. import ops
 from ..contract.grade import resolve_grade
 from ..contract.codec import s8_law
+from ..contract.int4_groups import Int4Groups
 from ..tensor.grit_tensor import GritTensor, quantize
 from ..tensor.ordered import ordered_rowwise_linear
 
-ACTIVATION_MODES = ("s8",)
+ACTIVATION_MODES = ("s8", "bf16")
 
 
 def check_activations(activations):
-    """None (or "float") -> None; "s8" -> "s8"; anything else: ValueError naming the choices."""
+    """None (or "float") -> None; "s8" or "bf16" -> itself; anything else: ValueError naming the
+    choices."""
     if activations is None or activations == "float":
         return None
     if activations in ACTIVATION_MODES:
         return activations
-    raise ValueError("activations is None (float), 'float' or 's8'; found %r" % (activations,))
+    raise ValueError("activations is None (float), 'float', 's8' or 'bf16'; found %r" % (activations,))
+
+
+def check_bf16_grade(name, grade, label=None):
+    """ValueError naming ``name`` and its grade when ``grade`` (a Grade or Int4Groups) has no
+    bf16 activation law: INT4G, whose planes are not GRIT planes."""
+    if isinstance(grade, Int4Groups):
+        raise ValueError("%s: activations='bf16' is not available for its grade %s: its planes are not GRIT "
+                         "planes; quantize to S4_G%d (signed int4, binary16 scales) instead"
+                         % (name, label or grade.name, grade.group))
 
 
 def check_s8_law(name, canonical, label=None):
@@ -97,13 +108,17 @@ class GritLinear(nn.Linear):
     ready for ``load_state_dict``; ``GritLinear.from_linear`` packs an
     existing ``nn.Linear``.
 
-    ``activations``: ``None`` (float activations, the default) or ``"s8"``:
+    ``activations``: ``None`` (float activations, the default), ``"s8"``:
     every row of ``x`` packed to int8 blocks and multiplied by the s8
-    activation law (``torch_grit.ops.packed_linear_s8``, CPU), W4A8 / W8A8.
-    The backward is straight through (the float weight's transpose). Set it
-    at construction, with ``set_activations_``, ``quantize_(...,
-    activations="s8")`` or ``torch_grit.load(..., activations="s8")``;
-    ``torch_grit.save`` records it so a reloaded model runs the same way.
+    activation law (``torch_grit.ops.packed_linear_s8``, CPU), W4A8 / W8A8,
+    the backward straight through (the float weight's transpose); or
+    ``"bf16"``: ``x`` and the decoded weight rounded to bfloat16 and summed in
+    an AMX tile multiply's order (``torch_grit.ops.packed_linear_bf16``,
+    CPU), forward and backward at bfloat16 GEMM speed on a CPU with AMX: the
+    training mode for large batches. Set it at construction, with
+    ``set_activations_``, ``quantize_(..., activations=...)`` or
+    ``torch_grit.load(..., activations=...)``; ``torch_grit.save`` records
+    it so a reloaded model runs the same way.
 
     ``input_perm``: ``None`` (the default) or an int64 [in_features] buffer
     ``p``, a permutation of the inputs: the layer computes
@@ -135,20 +150,25 @@ class GritLinear(nn.Linear):
         self.set_activations_(activations)
 
     def set_activations_(self, activations, name=None):
-        """Choose how ``x`` enters the product: ``None``/``"float"`` or ``"s8"``; returns self.
+        """Choose how ``x`` enters the product: ``None``/``"float"``, ``"s8"`` or ``"bf16"``;
+        returns self.
 
         ``"s8"`` is refused (ValueError naming the layer, its grade and the
-        reason) for a grade without an s8 law; a tiled weight is untiled
-        (the s8 kernels read GRIT's row-major planes).
+        reason) for a grade without an s8 law, ``"bf16"`` for INT4G; either
+        untiles a tiled weight (their kernels read GRIT's row-major planes).
         """
         mode = check_activations(activations)
-        if mode == "s8":
+        if mode is not None:
             w = self.packed_weight
+            label = name or w.grit_name or "GritLinear"
             if w is not self.weight:
-                raise ValueError("%s: activations='s8' runs on a whole packed weight, and this layer's is "
+                raise ValueError("%s: activations=%r runs on a whole packed weight, and this layer's is "
                                  "a tensor-parallel shard (DTensor), which runs float activations only"
-                                 % (name or w.grit_name or "GritLinear"))
-            check_s8_law(name or w.grit_name or "GritLinear", w.grade_canonical, w.grade.name)
+                                 % (label, mode))
+            if mode == "s8":
+                check_s8_law(label, w.grade_canonical, w.grade.name)
+            else:
+                check_bf16_grade(label, w.grade)
             if self.weight.tiled:
                 self.untile_()
         self.activations = mode
@@ -255,9 +275,9 @@ class GritLinear(nn.Linear):
         and every save still see GRIT's planes. The weight Parameter is replaced
         (it is frozen, so no optimizer state refers to it).
         """
-        if getattr(self, "activations", None) == "s8":
-            raise ValueError("tile_(): this layer runs activations='s8', whose kernels read GRIT's "
-                             "row-major planes; set_activations_(None) first")
+        if getattr(self, "activations", None) is not None:
+            raise ValueError("tile_(): this layer runs activations=%r, whose kernels read GRIT's "
+                             "row-major planes; set_activations_(None) first" % self.activations)
         self._not_sharded("tile_()")
         self.weight = nn.Parameter(self.weight.tile(), requires_grad=False)
         return self
@@ -282,10 +302,11 @@ class GritLinear(nn.Linear):
                                  "take such layers; run it whole")
             x = x.index_select(-1, self.input_perm)
         if isinstance(self.weight, DTensor):
-            if self.activations == "s8":
-                raise ValueError("activations='s8' runs on a whole packed weight, and this layer's is a "
+            if self.activations is not None:
+                raise ValueError("activations=%r runs on a whole packed weight, and this layer's is a "
                                  "tensor-parallel shard (DTensor): a shard runs float activations only. Call "
-                                 "set_activations_(None) on the layer (before or after parallelize_module)")
+                                 "set_activations_(None) on the layer (before or after parallelize_module)"
+                                 % self.activations)
             if getattr(self, "grit_row_reduction", None) == "ordered":  # OrderedRowwiseParallel
                 return ordered_rowwise_linear(x, self.weight, self.bias,
                                               "GritLinear %r" % (self.packed_weight.grit_name or ""))
@@ -296,6 +317,10 @@ class GritLinear(nn.Linear):
             w = self.weight
             return torch.ops.grit.packed_linear_s8(x, *w.stored_planes, w.grade_canonical,
                                                    list(w.logical_shape), self.bias)
+        if self.activations == "bf16":
+            w = self.weight
+            return torch.ops.grit.packed_linear_bf16(x, *w.stored_planes, w.grade_canonical,
+                                                     list(w.logical_shape), self.bias)
         return F.linear(x, self.weight, self.bias)
 
     def __prepare_scriptable__(self):
@@ -346,6 +371,7 @@ class ScriptableGritLinear(nn.Module):
     shape: List[int]
     tiled: bool
     s8: bool
+    bf16: bool
     permuted: bool
 
     def __init__(self, layer):
@@ -360,6 +386,7 @@ class ScriptableGritLinear(nn.Module):
         self.shape = [int(s) for s in w.logical_shape]
         self.tiled = w.tiled  # data and scale0 in the CPU tile layout
         self.s8 = layer.activations == "s8"  # the s8 activation law
+        self.bf16 = layer.activations == "bf16"  # the bf16 activation law
         self._logical_dtype = w.logical_dtype
         # Not persistent: the state_dict holds them as one GritTensor ``weight``.
         for name, plane in zip(GritTensor.PLANE_NAMES, w.stored_planes):
@@ -380,6 +407,10 @@ class ScriptableGritLinear(nn.Module):
             return torch.ops.grit.packed_linear_s8(x, self.data_plane, self.scale0_plane,
                                                    self.scale1_plane, self.aux_plane, self.grade,
                                                    self.shape, self.bias)
+        if self.bf16:
+            return torch.ops.grit.packed_linear_bf16(x, self.data_plane, self.scale0_plane,
+                                                     self.scale1_plane, self.aux_plane, self.grade,
+                                                     self.shape, self.bias)
         if self.tiled:
             return torch.ops.grit.packed_linear_tiled(x, self.data_plane, self.scale0_plane,
                                                       self.scale1_plane, self.aux_plane,
@@ -431,6 +462,8 @@ class ScriptableGritLinear(nn.Module):
             grade.name or grade.canonical)
         if self.s8:
             text += ", activations=s8"
+        if self.bf16:
+            text += ", activations=bf16"
         if self.permuted:
             text += ", input_perm=[%d]" % self.input_perm.numel()
         return text

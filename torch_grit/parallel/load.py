@@ -347,9 +347,11 @@ def _is_meta(p):
 
 def _check_activations(lay, activations):
     recorded = activation_modes(lay)
-    if activations == "s8" or (activations == "recorded" and any(m == "s8" for m in recorded.values())):
-        raise ValueError("activations='s8' runs on a whole packed weight; a sharded load gives each rank a "
-                         "shard. Load with activations=None")
+    modes = set(recorded.values()) if activations == "recorded" else {activations}
+    modes.discard(None)
+    if modes:
+        raise ValueError("activations=%r runs on a whole packed weight; a sharded load gives each rank a "
+                         "shard. Load with activations=None" % sorted(modes)[0])
 
 
 def _check_no_input_perm(lay):

@@ -130,7 +130,10 @@ def quantize_(model, grade, filter_fn=None, budget_db=DEFAULT_BUDGET_DB, candida
     ``activations="s8"`` makes every packed GritLinear pack its input rows to
     int8 blocks (the s8 activation law, ``GritLinear.set_activations_``); a
     packed layer whose grade has no s8 law raises before anything is
-    modified. ``torch_grit.save`` records the mode per layer.
+    modified. ``activations="bf16"`` gives every packed GritLinear the bf16
+    activation law (the training mode: x and the weight in bfloat16, summed
+    on AMX tiles where the CPU has them); INT4G layers raise. ``torch_grit.save``
+    records the mode per layer.
     """
     from ..nn.linear import check_activations
     activations = check_activations(activations)

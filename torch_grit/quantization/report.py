@@ -43,10 +43,11 @@ class LayerError:
     scale_bytes: int
     aux_bytes: int
     descriptor_bytes: int = DESCRIPTOR_BYTES
-    # activations="s8" layers: what packing the probe's rows to int8 adds, beside the weight error.
+    # layers with an activation mode (s8, bf16): what packing the probe's rows adds, beside the
+    # weight error.
     activations: str = None
     activation_sqnr_db: float = None    # probe x against its packed rows decoded
-    activation_output_mse: float = None  # the layer's output, s8 against float activations
+    activation_output_mse: float = None  # the layer's output, the mode against float activations
 
 
 @dataclass
@@ -104,11 +105,11 @@ class Report:
                             100.0 * self.quantized_file.total / self.source_file.total,
                             self.quantized_file.header, t["source_bytes"],
                             t["code_bytes"] + t["scale_bytes"] + t["aux_bytes"]))
-        s8 = [l for l in self.layers if l.activations]
-        if s8:
+        moded = [l for l in self.layers if l.activations]
+        if moded:
             rows += ["", "| layer | activations | activation SQNR dB | output MSE added by the activations |",
                      "|---|---|---|---|"]
-            for l in s8:
+            for l in moded:
                 rows.append("| %s | %s | %.2f | %.3g |" % (l.name, l.activations, l.activation_sqnr_db,
                                                           l.activation_output_mse))
         if self.quality_before is not None:
@@ -209,14 +210,18 @@ def layer_error(name, weight, bias, packed_layer, x):
 
 
 def _activation_error(layer, x, y_q):
-    """What the s8 packing of the probe rows adds: the rows' SQNR and the output error
-    against the same packed weight with float activations."""
+    """What the activation mode's packing of the probe rows adds (s8: int8 blocks; bf16: the
+    rounding to bfloat16, the weight's own rounding included in the output error): the rows'
+    SQNR and the output error against the same packed weight with float activations."""
     from .. import ops
     w = layer.weight
-    kb = ops.s8_block(w.grade_canonical)
     with torch.no_grad():
-        codes, scales = ops.pack_activations(x, kb)
-        x_hat = (codes.double().view(*x.shape[:-1], -1, kb) * scales.double()[..., None]).view(x.shape)
+        if layer.activations == "bf16":
+            x_hat = torch.where(x.abs() < 2.0 ** -126, torch.zeros_like(x), x.bfloat16().float()).double()
+        else:
+            kb = ops.s8_block(w.grade_canonical)
+            codes, scales = ops.pack_activations(x, kb)
+            x_hat = (codes.double().view(*x.shape[:-1], -1, kb) * scales.double()[..., None]).view(x.shape)
         y_float = F.linear(x, w, layer.bias).double()
     noise = float(((x_hat - x.double()) ** 2).sum())
     sig = float((x.double() ** 2).sum())

@@ -37,11 +37,12 @@ class GritConfig(QuantizationConfigMixin):
 
     ``activations``: ``None`` (float activations), ``"s8"`` (every packed
     linear layer packs its input rows to int8 blocks: the s8 activation law,
-    ``GritLinear.set_activations_``) or ``"float"``. Quantizing while loading,
-    it is ``quantize_``'s ``activations``. In a folder's config.json,
-    ``"s8"`` says every packed layer runs the s8 law. Passed to
-    ``from_pretrained`` of a GRIT folder it is a loading attribute: ``"s8"``
-    or ``"float"`` sets that mode on every packed layer; ``None`` keeps the
+    ``GritLinear.set_activations_``), ``"bf16"`` (the bf16 activation law, the
+    training mode) or ``"float"``. Quantizing while loading, it is
+    ``quantize_``'s ``activations``. In a folder's config.json, ``"s8"`` or
+    ``"bf16"`` says every packed layer runs that law. Passed to
+    ``from_pretrained`` of a GRIT folder it is a loading attribute: ``"s8"``,
+    ``"bf16"`` or ``"float"`` sets that mode on every packed layer; ``None`` keeps the
     modes the folder records (its config.json, and per layer its weights'
     metadata).
     """

@@ -136,7 +136,7 @@ def complete_folder(src, dst, config):
 
 def folder_config(grade, reports, budget_db=None, candidates=None, activations=None):
     """The GritConfig of a folder the converter wrote (``reports``: its TensorReports;
-    ``activations``: "s8" when every packed layer runs the s8 activation law)."""
+    ``activations``: "s8" or "bf16" when every packed layer runs that activation law)."""
     from ...checkpoint.convert import DEFAULT_EXCLUDE
     exact = sorted(r.name[:-len(".weight")] for r in reports
                    if r.action == "kept" and r.name.endswith(".weight") and len(r.shape) == 2
@@ -209,7 +209,9 @@ def save_pretrained(model, save_directory, *, max_shard_size=DEFAULT_MAX_SHARD_S
     modes = activations_of(model)  # per layer in the weights' metadata
     packed_layers = [m for m in model.modules() if isinstance(m, GritLinear)]
     # the folder-wide word only when every packed layer runs it; a mixture lives in the metadata
-    config.activations = "s8" if packed_layers and len(modes) == len(packed_layers) else None
+    common = set(modes.values())
+    config.activations = (common.pop() if packed_layers and len(modes) == len(packed_layers) and len(common) == 1
+                          else None)
     model.config.quantization_config = config
     model.config.dtype = str(model.dtype).split(".")[1]
     model.config.architectures = [type(model).__name__]

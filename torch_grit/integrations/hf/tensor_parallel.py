@@ -59,9 +59,9 @@ def _defer(style, module, param, mesh, dim):
     if getattr(module, "input_perm", None) is not None:
         raise ValueError("%s: this layer permutes its inputs before its packed weight (GPTQ act-order), and "
                          "tensor parallelism does not take such layers; leave it out of the tp_plan" % name)
-    if module.activations == "s8":
-        raise ValueError("%s: activations='s8' runs on a whole packed weight, and tensor parallelism gives "
-                         "each rank a shard; load with GritConfig(activations=None)" % name)
+    if module.activations is not None:
+        raise ValueError("%s: activations=%r runs on a whole packed weight, and tensor parallelism gives "
+                         "each rank a shard; load with GritConfig(activations=None)" % (name, module.activations))
     if mesh.ndim != 1:
         raise ValueError("%s: a %d-D device mesh; packed layers shard on 1-D tensor-parallel meshes"
                          % (name, mesh.ndim))

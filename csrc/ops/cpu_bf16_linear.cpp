@@ -1,0 +1,254 @@
+// CPU kernels of grit::packed_linear_bf16 and grit::packed_linear_bf16_grad_input:
+// the bf16 activation law (csrc/grit/bf16_linear.h) through the tile kernel
+// of kernels/cpu/bf16_amx.h. The activations (or grad_y) are packed to
+// bfloat16 once per call. The forward's threads own blocks of 128 weight
+// rows: each decodes its rows 32 at a time with the active variant's decoder
+// (the reference decode where there is none), packs them, and runs every
+// batch row over them. grad_input walks W in blocks of 512 rows: the
+// threads decode and pack a block together, then split its columns; the
+// running sums stay in a float32 buffer between blocks, which continues
+// the law's chain exactly. W is never decoded as a whole, and every output
+// is the law's function of its own row: the same bits for any thread count
+// or batch composition.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "grit/bf16_linear.h"
+#include "kernels/cpu/bf16_amx.h"
+#include "kernels/cpu/packed_linear_cpu.h"
+#include "kernels/cpu/packed_linear_ref.h"
+#include "ops/int4g_args.h"
+#include "ops/op_args.h"
+
+namespace grit_ops {
+namespace {
+
+using grit::cpu::kBf16Tile;
+
+constexpr int64_t kForwardRows = 128;  // weight rows per forward task: four column pairs
+constexpr int64_t kForwardBatch = 512; // batch rows per pass over a task's packed rows
+constexpr int64_t kGradRows = 1024;     // weight rows per grad_input block
+constexpr int64_t kGradPairs = 16;      // column pairs per grad_input multiply
+
+int64_t round_up(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
+
+// A 64-byte aligned scratch buffer of T that keeps its memory between calls
+// (thread_local below): a fresh allocation per call cost more in page faults
+// than the tile multiplies of a 512-row batch. Not zeroed.
+template <class T>
+struct Scratch {
+  std::unique_ptr<T[]> raw;
+  size_t cap = 0;
+  T* get(size_t n) {
+    if (n > cap) {
+      raw.reset(new T[n + 64 / sizeof(T)]);
+      cap = n;
+    }
+    return grit::cpu::align64(raw.get());
+  }
+};
+
+// Per thread: the packed activations (the calling thread), the weight rows
+// in float32 and packed, and the forward's sums.
+struct ThreadScratch {
+  Scratch<uint16_t> a, b;
+  Scratch<float> rows, c;
+};
+ThreadScratch& thread_scratch() {
+  static thread_local ThreadScratch s;
+  return s;
+}
+
+// Rows of W decoded to float32: the active variant's decoder, else (no fast
+// decoder, or planes it cannot take) the reference decode.
+struct RowDecoder {
+  const char* op;
+  const grit::cpu::KernelTable& kt;
+  const grit::cpu::PackedWeight& w;
+  grit::cpu::LinearPlan plan;
+  bool fast;
+
+  RowDecoder(const char* op_name, const grit::cpu::PackedWeight& weight)
+      : op(op_name), kt(active_cpu_kernels(op_name)), w(weight) {
+    grit::cpu::make_plan(w, &plan);
+    fast = kt.isa != grit::cpu::Isa::kScalar && plan.kind != grit::cpu::FastKind::kNone;
+  }
+
+  // rows [r0, r1) (r0 a multiple of 16) into out, k floats a row
+  void operator()(int64_t r0, int64_t r1, float* out) const {
+    if (fast) {
+      bool fb = false;
+      const grit::Status s = kt.decode_tiles(plan, r0 / 16, (r1 + 15) / 16, out, &fb);
+      TORCH_CHECK(s.ok(), op, ": ", s.message);
+      if (!fb) return;
+    }
+    uint64_t cursor = grit::sparse_cursor(*w.grade, w.planes, static_cast<uint64_t>(r0) * static_cast<uint64_t>(w.k));
+    const grit::Status s = grit::cpu::decode_rows(w, r0, r1, &cursor, out);
+    TORCH_CHECK(s.ok(), op, ": ", s.message);
+  }
+};
+
+// t ([m, len] after reshape) packed into layout A with mp rows.
+void pack_activations(const at::Tensor& t, int64_t m, int64_t len, int64_t mp, uint16_t* A) {
+  const at::Tensor t2 = t.reshape({m, len});
+  if (t2.scalar_type() == at::kBFloat16) {
+    const at::Tensor c = t2.contiguous();
+    const uint16_t* src = reinterpret_cast<const uint16_t*>(c.const_data_ptr<at::BFloat16>());
+    at::parallel_for(0, mp / 16, 1, [&](int64_t b, int64_t e) {
+      for (int64_t q = b; q < e; ++q) {
+        const int64_t rows = std::max<int64_t>(0, std::min<int64_t>(16, m - 16 * q));
+        grit::cpu::bf16_pack_rows_bits(src + 16 * q * len, len, rows, len, 16,
+                                       A + q * grit::bf16::chunks(len) * kBf16Tile);
+      }
+    });
+    return;
+  }
+  const at::Tensor c = t2.to(at::kFloat).contiguous();
+  const float* src = c.const_data_ptr<float>();
+  at::parallel_for(0, mp / 16, 1, [&](int64_t b, int64_t e) {
+    for (int64_t q = b; q < e; ++q) {
+      const int64_t rows = std::max<int64_t>(0, std::min<int64_t>(16, m - 16 * q));
+      grit::cpu::bf16_pack_rows(src + 16 * q * len, len, rows, len, 16, A + q * grit::bf16::chunks(len) * kBf16Tile);
+    }
+  });
+}
+
+// Step 3 of the law over one row of sums: y = acc (+ bias), NaN canonical;
+// written so that the compiler vectorises it.
+void finish_row(const float* acc, const float* bias, int64_t len, float* y) {
+  const float cn = grit::canonical_nan();
+  if (bias != nullptr) {
+    for (int64_t j = 0; j < len; ++j) {
+      const float v = acc[j] + bias[j];
+      y[j] = v == v ? v : cn;
+    }
+  } else {
+    for (int64_t j = 0; j < len; ++j) y[j] = acc[j] == acc[j] ? acc[j] : cn;
+  }
+}
+
+// The op's grade: INT4G (its own planes, not GRIT's) is refused with the alternative.
+std::shared_ptr<const grit::Grade> bf16_grade(const char* op, c10::string_view grade_text) {
+  if (const uint64_t g = int4g_group_arg(op, grade_text))
+    TORCH_CHECK_VALUE(false, op, ": grade ", int4g_name(g),
+                      " has no bf16 activation law here: its planes are not GRIT planes; run it with float "
+                      "activations, or quantize to S4_G", g, " (signed int4, binary16 scales) for activations=\"bf16\"");
+  return grade_arg(op, grade_text);
+}
+
+at::Tensor packed_linear_bf16_cpu(const at::Tensor& x, const at::Tensor& data, const at::Tensor& scale0,
+                                  const at::Tensor& scale1, const at::Tensor& aux, c10::string_view grade_text,
+                                  c10::IntArrayRef shape, const std::optional<at::Tensor>& bias) {
+  const char* op = "grit::packed_linear_bf16";
+  const auto grade_ptr = bf16_grade(op, grade_text);
+  const grit::Grade& grade = *grade_ptr;
+  check_weight_shape(op, grade, shape);
+  const int64_t n = shape[0], k = shape[1];
+  check_activation(op, "x", x, k, "in-features (shape[1])", shape);
+  const PlaneArgs p = plane_args(op, data, scale0, scale1, aux, grade, shape, x.device());
+  const bool has_bias = check_bias(op, bias, n, x.device());
+  const int64_t m = batch_rows(x);
+  at::Tensor y = at::empty({m, n}, x.options().dtype(at::kFloat));
+  if (m > 0 && n > 0 && k == 0) {
+    y.zero_();
+    if (has_bias) y.add_(bias->to(at::kFloat));
+  } else if (m > 0 && n > 0) {
+    const int64_t kc = grit::bf16::chunks(k), mp = round_up(m, 32);
+    uint16_t* A = thread_scratch().a.get(static_cast<size_t>(mp * kc * kBf16Tile));
+    pack_activations(x, m, k, mp, A);
+    const at::Tensor b32 = has_bias ? bias->to(at::kFloat).contiguous() : at::Tensor();
+    const float* bp = has_bias ? b32.const_data_ptr<float>() : nullptr;
+    float* yp = y.mutable_data_ptr<float>();
+    const grit::cpu::PackedWeight w = packed_weight(grade, p, n, k);
+    const RowDecoder decode(op, w);
+    at::parallel_for(0, (n + kForwardRows - 1) / kForwardRows, 1, [&](int64_t tb, int64_t te) {
+      ThreadScratch& ts = thread_scratch();
+      float* wrows = ts.rows.get(static_cast<size_t>(32 * k));
+      uint16_t* B = ts.b.get(static_cast<size_t>(4 * kc * 2 * kBf16Tile));
+      float* C = ts.c.get(static_cast<size_t>(std::min(mp, kForwardBatch) * kForwardRows));
+      for (int64_t task = tb; task < te; ++task) {
+        const int64_t r0 = task * kForwardRows, rows = std::min(kForwardRows, n - r0);
+        const int64_t pairs = (rows + 31) / 32;
+        for (int64_t pr = 0; pr < pairs; ++pr) {
+          const int64_t a = r0 + 32 * pr, b = std::min(a + 32, n);
+          decode(a, b, wrows);
+          grit::cpu::bf16_pack_weight_rows(wrows, k, static_cast<int>(b - a), k, B + pr * kc * 2 * kBf16Tile);
+        }
+        for (int64_t i0 = 0; i0 < mp; i0 += kForwardBatch) {
+          const int64_t mc = std::min(kForwardBatch, mp - i0);
+          grit::cpu::bf16_gemm(A + (i0 / 16) * kc * kBf16Tile, kc, 0, kc, mc, B, pairs, C, kForwardRows, false);
+          for (int64_t i = i0; i < std::min(m, i0 + mc); ++i)
+            finish_row(C + (i - i0) * kForwardRows, bp != nullptr ? bp + r0 : nullptr, rows, yp + i * n + r0);
+        }
+      }
+    });
+  } else if (m > 0 && has_bias) {
+    y.copy_(bias->to(at::kFloat).expand({m, n}));
+  }
+  return y.to(x.scalar_type()).view(with_last(x.sizes(), n));
+}
+
+at::Tensor packed_linear_bf16_grad_input_cpu(const at::Tensor& grad_y, const at::Tensor& data,
+                                             const at::Tensor& scale0, const at::Tensor& scale1,
+                                             const at::Tensor& aux, c10::string_view grade_text,
+                                             c10::IntArrayRef shape) {
+  const char* op = "grit::packed_linear_bf16_grad_input";
+  const auto grade_ptr = bf16_grade(op, grade_text);
+  const grit::Grade& grade = *grade_ptr;
+  check_weight_shape(op, grade, shape);
+  const int64_t n = shape[0], k = shape[1];
+  check_activation(op, "grad_y", grad_y, n, "out-features (shape[0])", shape);
+  const PlaneArgs p = plane_args(op, data, scale0, scale1, aux, grade, shape, grad_y.device());
+  const int64_t m = batch_rows(grad_y);
+  if (m == 0 || k == 0 || n == 0)
+    return at::zeros({m, k}, grad_y.options()).view(with_last(grad_y.sizes(), k));
+  const int64_t nc = grit::bf16::chunks(n), kp = round_up(k, 32), pairs = kp / 32, mp = round_up(m, 32);
+  ThreadScratch& ts = thread_scratch();
+  uint16_t* A = ts.a.get(static_cast<size_t>(mp * nc * kBf16Tile));
+  pack_activations(grad_y, m, n, mp, A);
+  float* gp = ts.c.get(static_cast<size_t>(mp * kp));
+  const int64_t block_chunks = kGradRows / 32;
+  // shared by the threads; the forward's per-thread B of the calling thread is free here
+  uint16_t* B = ts.b.get(static_cast<size_t>(pairs * block_chunks * 2 * kBf16Tile));
+  const grit::cpu::PackedWeight w = packed_weight(grade, p, n, k);
+  const RowDecoder decode(op, w);
+  for (int64_t r0 = 0; r0 < n; r0 += kGradRows) {
+    const int64_t rows = std::min(kGradRows, n - r0), bc = grit::bf16::chunks(rows);
+    // the block's rows, 16 at a time (zero rows past n), into every column pair's part of B
+    at::parallel_for(0, 2 * bc, 1, [&](int64_t gb, int64_t ge) {
+      float* wrows = thread_scratch().rows.get(static_cast<size_t>(16 * k));
+      for (int64_t g = gb; g < ge; ++g) {
+        const int64_t a = r0 + 16 * g, got = std::max<int64_t>(0, std::min<int64_t>(16, n - a));
+        if (got > 0) decode(a, a + got, wrows);
+        grit::cpu::bf16_pack_weight_cols(wrows, k, static_cast<int>(got), k, 16 * g, bc, B);
+      }
+    });
+    at::parallel_for(0, pairs, kGradPairs, [&](int64_t pb, int64_t pe) {
+      for (int64_t q = pb; q < pe; q += kGradPairs) {
+        const int64_t np = std::min(kGradPairs, pe - q);
+        grit::cpu::bf16_gemm(A, nc, r0 / 32, bc, mp, B + q * bc * 2 * kBf16Tile, np, gp + 32 * q, kp, r0 > 0);
+      }
+    });
+  }
+  at::Tensor out = at::empty({m, k}, grad_y.options().dtype(at::kFloat));
+  float* op_ = out.mutable_data_ptr<float>();
+  at::parallel_for(0, m, 16, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) finish_row(gp + i * kp, nullptr, k, op_ + i * k);
+  });
+  return out.to(grad_y.scalar_type()).view(with_last(grad_y.sizes(), k));
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(grit, CPU, m) {
+  m.impl("packed_linear_bf16", &packed_linear_bf16_cpu);
+  m.impl("packed_linear_bf16_grad_input", &packed_linear_bf16_grad_input_cpu);
+}
+
+}  // namespace grit_ops

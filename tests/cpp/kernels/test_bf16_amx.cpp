@@ -1,0 +1,207 @@
+// The bf16 law's kernel (kernels/cpu/bf16_amx.h): the packers against the
+// law's from_float and the layouts' index formulas, the scalar multiply
+// against grit::bf16::dot on the unpacked operands, and the AMX tile
+// multiplies against the scalar one bit for bit on data sets that reach
+// the flushes, infinities and NaN.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "grit/bf16_linear.h"
+#include "kernels/cpu/bf16_amx.h"
+#include "kernels/cpu/packed_linear_cpu.h"
+
+namespace bf = grit::bf16;
+using grit::cpu::kBf16Tile;
+
+namespace {
+
+// A 64-byte aligned vector.
+template <class T>
+struct Buf {
+  std::vector<T> raw;
+  T* p;
+  explicit Buf(size_t n) : raw(n + 64 / sizeof(T), T{}), p(grit::cpu::align64(raw.data())) {}
+};
+
+// Float32 values of every kind: normal, subnormal, zero, ties, infinities, NaN.
+float random_float(std::mt19937& rng) {
+  const uint32_t r = rng();
+  switch (r % 16) {
+    case 0: return bf::float_of(r & 0x807FFFFFu);                            // subnormal or zero
+    case 1: return bf::float_of((r & 0xFFFF0000u) | 0x8000u);                // a tie
+    case 2: return bf::float_of((r & 0x80000000u) | 0x7F800000u);            // infinity
+    case 3: return bf::float_of((r & 0x803FFFFFu) | 0x7FC00000u);            // NaN
+    case 4: return bf::float_of((r & 0x807FFFFFu) | 0x7F000000u);            // near overflow
+    case 5: return bf::float_of((r & 0x807FFFFFu) | 0x00800000u);            // near 2^-126
+    default: return std::ldexp(static_cast<float>(static_cast<int32_t>(r)) / 2147483648.0f, static_cast<int>(r % 40) - 20);
+  }
+}
+
+// A bfloat16 for the multiply's data sets: exponent field in [lo, hi], a
+// quarter subnormal when asked, one in 64 infinite when asked.
+uint16_t random_bf16(std::mt19937& rng, int lo, int hi, bool subnormals, bool specials) {
+  const uint32_t r = rng();
+  int e = lo + static_cast<int>(r % static_cast<uint32_t>(hi - lo + 1));
+  if (subnormals && (r >> 24) % 4 == 0) e = 0;
+  if (specials && (r >> 26) % 64 == 0) return static_cast<uint16_t>(((r >> 20) & 1u) << 15 | 0x7F80u);
+  return static_cast<uint16_t>(((r >> 20) & 1u) << 15 | static_cast<uint32_t>(e) << 7 | ((r >> 8) & 0x7Fu));
+}
+
+bool same(float a, float b) { return (std::isnan(a) && std::isnan(b)) || bf::bits_of(a) == bf::bits_of(b); }
+
+struct ModeGuard {
+  int before;
+  explicit ModeGuard(int mode) : before(grit::cpu::set_bf16_amx(mode)) {}
+  ~ModeGuard() { grit::cpu::set_bf16_amx(before); }
+};
+
+}  // namespace
+
+TEST(Bf16Kernel, PackRowsIsFromFloat) {
+  std::mt19937 rng(1);
+  for (int64_t len : {1, 16, 31, 32, 45, 100}) {
+    const int64_t m = 19, mp = 32, nc = bf::chunks(len);
+    std::vector<float> src(m * len);
+    for (auto& v : src) v = random_float(rng);
+    Buf<uint16_t> A(mp * nc * kBf16Tile);
+    grit::cpu::bf16_pack_rows(src.data(), len, m, len, mp, A.p);
+    for (int64_t i = 0; i < mp; ++i)
+      for (int64_t c = 0; c < nc * 32; ++c) {
+        const uint16_t got = A.p[((i / 16) * nc + c / 32) * kBf16Tile + (i % 16) * 32 + c % 32];
+        const uint16_t want = i < m && c < len ? bf::from_float(src[i * len + c]) : 0;
+        ASSERT_EQ(got, want) << "len " << len << " row " << i << " col " << c << " value bits "
+                             << (i < m && c < len ? bf::bits_of(src[i * len + c]) : 0u);
+      }
+    // bfloat16 rows: their bits as they are
+    std::vector<uint16_t> bits(m * len);
+    for (auto& v : bits) v = static_cast<uint16_t>(rng());
+    grit::cpu::bf16_pack_rows_bits(bits.data(), len, m, len, mp, A.p);
+    for (int64_t i = 0; i < mp; ++i)
+      for (int64_t c = 0; c < nc * 32; ++c)
+        ASSERT_EQ(A.p[((i / 16) * nc + c / 32) * kBf16Tile + (i % 16) * 32 + c % 32],
+                  i < m && c < len ? bits[i * len + c] : 0);
+  }
+}
+
+TEST(Bf16Kernel, PackWeightLayouts) {
+  std::mt19937 rng(2);
+  for (int64_t k : {16, 32, 48, 96, 130}) {
+    const int64_t nc = bf::chunks(k);
+    for (int rows : {1, 17, 32}) {
+      std::vector<float> w(32 * k);
+      for (auto& v : w) v = random_float(rng);
+      Buf<uint16_t> B(nc * 2 * kBf16Tile);
+      grit::cpu::bf16_pack_weight_rows(w.data(), k, rows, k, B.p);
+      for (int64_t c = 0; c < nc; ++c)
+        for (int h = 0; h < 2; ++h)
+          for (int p = 0; p < 16; ++p)
+            for (int j = 0; j < 16; ++j)
+              for (int q = 0; q < 2; ++q) {
+                const int r = 16 * h + j;
+                const int64_t col = 32 * c + 2 * p + q;
+                ASSERT_EQ(B.p[(c * 2 + h) * kBf16Tile + p * 32 + j * 2 + q],
+                          r < rows && col < k ? bf::from_float(w[r * k + col]) : 0)
+                    << "k " << k << " rows " << rows;
+              }
+    }
+    // grad_input's: 16 rows at reduction position `first` of a block of 3 chunks
+    for (int rows : {5, 16})
+      for (int64_t first : {0, 16, 48, 80}) {
+        const int64_t block = 3, pairs = nc;
+        std::vector<float> w(16 * k);
+        for (auto& v : w) v = random_float(rng);
+        Buf<uint16_t> B(pairs * block * 2 * kBf16Tile);
+        std::fill(B.raw.begin(), B.raw.end(), 0xABCD);
+        grit::cpu::bf16_pack_weight_cols(w.data(), k, rows, k, first, block, B.p);
+        for (int r = 0; r < 16; ++r) {
+          const int64_t pos = first + r, cl = pos / 32, p = (pos % 32) / 2, q = pos % 2;
+          for (int64_t col = 0; col < 32 * pairs; ++col) {
+            const int64_t pair = col / 32, h = (col % 32) / 16, j = col % 16;
+            ASSERT_EQ(B.p[((pair * block + cl) * 2 + h) * kBf16Tile + p * 32 + j * 2 + q],
+                      r < rows && col < k ? bf::from_float(w[r * k + col]) : 0)
+                << "k " << k << " first " << first << " r " << r << " col " << col;
+          }
+        }
+      }
+  }
+}
+
+namespace {
+
+// Random A ([mp rows][a_chunks]) and B ([npairs][nc]) from one data set, and C.
+struct Operands {
+  int64_t mp, a_chunks, c0, nc, npairs, ldc;
+  Buf<uint16_t> A, B;
+  std::vector<float> C;
+  Operands(std::mt19937& rng, int set, int64_t mp_, int64_t a_chunks_, int64_t c0_, int64_t nc_, int64_t npairs_)
+      : mp(mp_), a_chunks(a_chunks_), c0(c0_), nc(nc_), npairs(npairs_), ldc(32 * npairs_ + 8),
+        A(mp_ * a_chunks_ * kBf16Tile), B(npairs_ * nc_ * 2 * kBf16Tile), C(mp_ * ldc) {
+    static const int kSets[5][2] = {{120, 135}, {60, 199}, {1, 40}, {60, 67}, {100, 150}};
+    const int lo = kSets[set][0], hi = kSets[set][1];
+    for (size_t i = 0; i < mp * a_chunks * kBf16Tile; ++i) A.p[i] = random_bf16(rng, lo, hi, set == 2 || set == 4, set == 4);
+    for (size_t i = 0; i < npairs * nc * 2 * kBf16Tile; ++i) B.p[i] = random_bf16(rng, lo, hi, set == 2 || set == 4, set == 4);
+    for (auto& v : C) {
+      const uint32_t u = rng();
+      v = set == 3 ? 0.0f : bf::float_of((u & 0x807FFFFFu) | (120u + u % 16) << 23);
+    }
+  }
+};
+
+}  // namespace
+
+TEST(Bf16Kernel, ScalarMultiplyIsTheLaw) {
+  ModeGuard scalar(0);
+  std::mt19937 rng(5);
+  Operands o(rng, 0, 32, 4, 1, 3, 2);
+  const std::vector<float> C0 = o.C;
+  for (bool accumulate : {false, true}) {
+    o.C = C0;
+    grit::cpu::bf16_gemm(o.A.p, o.a_chunks, o.c0, o.nc, o.mp, o.B.p, o.npairs, o.C.data(), o.ldc, accumulate);
+    for (int64_t i = 0; i < o.mp; ++i)
+      for (int64_t col = 0; col < 32 * o.npairs; ++col) {
+        const int64_t pair = col / 32, h = (col % 32) / 16, j = col % 16;
+        float acc = accumulate ? C0[i * o.ldc + col] : 0.0f, av[32], bv[32];
+        for (int64_t c = 0; c < o.nc; ++c) {
+          for (int t = 0; t < 32; ++t) {
+            av[t] = bf::value(o.A.p[((i / 16) * o.a_chunks + o.c0 + c) * kBf16Tile + (i % 16) * 32 + t]);
+            bv[t] = bf::value(o.B.p[((pair * o.nc + c) * 2 + h) * kBf16Tile + (t / 2) * 32 + j * 2 + t % 2]);
+          }
+          acc = bf::chunk(acc, av, bv);
+        }
+        ASSERT_EQ(bf::bits_of(o.C[i * o.ldc + col]), bf::bits_of(acc)) << i << " " << col;
+      }
+    // the columns between the pairs' and ldc are not written
+    for (int64_t i = 0; i < o.mp; ++i)
+      for (int64_t col = 32 * o.npairs; col < o.ldc; ++col) ASSERT_EQ(o.C[i * o.ldc + col], C0[i * o.ldc + col]);
+  }
+}
+
+TEST(Bf16Kernel, TileMultipliesMatchTheScalarLaw) {
+  if (!grit::cpu::bf16_amx_ready())
+    GTEST_SKIP() << "this CPU has no AMX-BF16 (or Linux did not grant the tile state, or its tile multiply "
+                    "does not follow the law's order): the scalar copy runs instead";
+  std::mt19937 rng(9);
+  const uint64_t calls = grit::cpu::bf16_amx_calls();
+  for (int set = 0; set < 5; ++set)
+    for (int64_t mp : {32, 64})
+      for (int64_t npairs : {1, 3})
+        for (bool accumulate : {false, true}) {
+          Operands o(rng, set, mp, 5, 1, 4, npairs);
+          std::vector<float> amx = o.C, ref = o.C;
+          {
+            ModeGuard on(1);
+            grit::cpu::bf16_gemm(o.A.p, o.a_chunks, o.c0, o.nc, o.mp, o.B.p, o.npairs, amx.data(), o.ldc, accumulate);
+          }
+          {
+            ModeGuard off(0);
+            grit::cpu::bf16_gemm(o.A.p, o.a_chunks, o.c0, o.nc, o.mp, o.B.p, o.npairs, ref.data(), o.ldc, accumulate);
+          }
+          for (size_t i = 0; i < amx.size(); ++i)
+            ASSERT_TRUE(same(amx[i], ref[i])) << "set " << set << " mp " << mp << " npairs " << npairs << " acc "
+                                               << accumulate << " at " << i << ": " << amx[i] << " vs " << ref[i];
+        }
+  EXPECT_GT(grit::cpu::bf16_amx_calls(), calls);
+}

@@ -14,6 +14,11 @@ machine lands on every row of a round):
   - step: one LoRA-style training step (a frozen layer plus a rank-16 adapter, forward, backward
     to the input and the adapter, SGD step) on a frozen nn.Linear against a GritLinear.
 
+With bfloat16 activations the same rows are timed a second time under the bf16 activation law
+(law "bf16": torch_grit.ops.packed_linear_bf16 and packed_linear_bf16_grad_input over the
+row-major planes, and a GritLinear with activations="bf16"), which runs on AMX tiles where the
+CPU has them; law "float" is the default path.
+
 Ratios are torch's time over torch_grit's: above 1.00x torch_grit is faster. Then
 GritTensor.dequantize() of each grade, in weights per second, beside a clone of the float32
 weight (filling that much fresh memory: with torch's default allocator each call's output is
@@ -25,6 +30,7 @@ grades >= 0.8x, grad_input >= 0.9x and step >= 0.85x on every grade; dequantize 
 
     .venv/bin/python benchmarks/bench_train.py                      # every shape, dtype, batch
     .venv/bin/python benchmarks/bench_train.py --shapes 4096x4096 --batches 512   # one slice
+    .venv/bin/python benchmarks/bench_train.py --dtypes bfloat16 --laws bf16    # the bf16 law alone
 """
 
 import argparse
@@ -82,18 +88,28 @@ def medians(rows, rounds):
     return {name: statistics.median(t) for name, t in times.items()}
 
 
-def bench_group(n, k, dtype, batch, rounds, out):
+def bench_group(n, k, dtype, batch, rounds, out, law="float"):
     gen = torch.Generator().manual_seed(0)
     w = (torch.randn(n, k, generator=gen) * 0.02).to(dtype)
     x = torch.randn(batch, k, generator=gen).to(dtype)
     gy = torch.randn(batch, n, generator=gen).to(dtype)
     packed = {g: torch_grit.quantize(w, g) for g in GRADES}  # logical dtype: the activations'
+    if law == "bf16":  # the bf16 law's kernels read the row-major planes
+        packed = {g: q.untile() if q.tiled else q for g, q in packed.items()}
     rows = {("forward", None): lambda: F.linear(x, w)}  # nothing here requires grad: no graph
     for g, q in packed.items():
-        rows[("forward", g)] = lambda q=q: F.linear(x, q)
+        if law == "bf16":
+            planes, canon, shape = q.stored_planes, q.grade_canonical, list(q.logical_shape)
+            rows[("forward", g)] = lambda p=planes, c=canon, s=shape: torch.ops.grit.packed_linear_bf16(
+                x, *p, c, s, None)
+        else:
+            rows[("forward", g)] = lambda q=q: F.linear(x, q)
     rows[("grad_input", None)] = lambda: gy @ w
     for g, q in packed.items():   # the op the layer's backward calls: tiled weights read in place
-        op = torch.ops.grit.packed_linear_grad_input_tiled if q.tiled else torch.ops.grit.packed_linear_grad_input
+        if law == "bf16":
+            op = torch.ops.grit.packed_linear_bf16_grad_input
+        else:
+            op = torch.ops.grit.packed_linear_grad_input_tiled if q.tiled else torch.ops.grit.packed_linear_grad_input
         planes, canon, shape = q.stored_planes, q.grade_canonical, list(q.logical_shape)
         rows[("grad_input", g)] = lambda p=planes, c=canon, s=shape, op=op: op(gy, *p, c, s)
     dense = torch.nn.Linear(k, n, bias=False, dtype=dtype)
@@ -103,13 +119,13 @@ def bench_group(n, k, dtype, batch, rounds, out):
     xg = x.clone().requires_grad_(True)
     rows[("step", None)] = step_fn(LoRA(dense, dtype), xg, gy)
     for g in GRADES:
-        layer = torch_grit.nn.GritLinear.from_packed(packed[g])
+        layer = torch_grit.nn.GritLinear.from_packed(packed[g], activations=None if law == "float" else law)
         rows[("step", g)] = step_fn(LoRA(layer, dtype), xg, gy)
     t = medians(rows, rounds)
     for (what, g), sec in t.items():
         if g is not None:
             out.append(dict(shape="%dx%d" % (n, k), dtype=str(dtype).split(".")[1], batch=batch, what=what,
-                            grade=g, t=sec, torch=t[(what, None)]))
+                            grade=g, t=sec, torch=t[(what, None)], law=law))
 
 
 def dequant_rows(n, k, rounds):
@@ -127,24 +143,32 @@ def main():
     ap.add_argument("--shapes", nargs="+", default=["4096x4096", "11008x4096"], help="[out]x[in]")
     ap.add_argument("--batches", nargs="+", type=int, default=[1, 32, 512, 2048])
     ap.add_argument("--dtypes", nargs="+", choices=sorted(DTYPES), default=["float32", "bfloat16"])
+    ap.add_argument("--laws", nargs="+", choices=("float", "bf16"), default=["float", "bf16"],
+                    help="float: the default path; bf16: the bf16 activation law (bfloat16 activations only)")
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     torch.manual_seed(0)
     print("CPU: %s; torch %s, %d threads; torch_grit CPU variant %s"
           % (cpu_name(), torch.__version__, torch.get_num_threads(), torch_grit._C.cpu_isa()))
+    print("bf16 law on AMX tiles: %s" % ("yes" if torch_grit._C._cpu_bf16_amx_ready() else
+                                         "no (its scalar copy runs: expect it to be slow)"))
     results = []
     for s in args.shapes:
         n, k = map(int, s.split("x"))
         for d in args.dtypes:
             for b in args.batches:
-                bench_group(n, k, DTYPES[d], b, args.rounds, results)
-    print("\n| shape | dtype | batch | step | torch ms | " + " | ".join("%s ms (ratio)" % g for g in GRADES) + " |")
-    print("|---|---|---|---|---|" + "---|" * len(GRADES))
+                for law in args.laws:
+                    if law == "bf16" and d != "bfloat16":
+                        continue
+                    bench_group(n, k, DTYPES[d], b, args.rounds, results, law)
+    print("\n| shape | dtype | batch | law | step | torch ms | " + " | ".join("%s ms (ratio)" % g for g in GRADES)
+          + " |")
+    print("|---|---|---|---|---|---|" + "---|" * len(GRADES))
     keyed = {}
     for r in results:
-        keyed.setdefault((r["shape"], r["dtype"], r["batch"], r["what"]), {})[r["grade"]] = r
+        keyed.setdefault((r["shape"], r["dtype"], r["batch"], r["law"], r["what"]), {})[r["grade"]] = r
     checks = []
-    for (shape, dtype, batch, what), by in keyed.items():
+    for (shape, dtype, batch, law, what), by in keyed.items():
         base = next(iter(by.values()))["torch"]
         cells = []
         for g in GRADES:
@@ -152,8 +176,9 @@ def main():
             cells.append("%.2f (%.2fx)" % (by[g]["t"] * 1e3, ratio))
             if batch >= TARGET_BATCH:
                 want = TARGETS[what].get(g, TARGETS[what][None])
-                checks.append(("%s %s b%d %s %s" % (shape, dtype, batch, what, g), ratio, want))
-        print("| %s | %s | %d | %s | %.2f | %s |" % (shape, dtype, batch, what, base * 1e3, " | ".join(cells)))
+                checks.append(("%s %s b%d %s %s %s" % (shape, dtype, batch, law, what, g), ratio, want))
+        print("| %s | %s | %d | %s | %s | %.2f | %s |" % (shape, dtype, batch, law, what, base * 1e3,
+                                                         " | ".join(cells)))
     n, k = map(int, args.shapes[0].split("x"))
     rates = dequant_rows(n, k, args.rounds)
     print("\nGritTensor.dequantize(), %dx%d, float32 out: " % (n, k)

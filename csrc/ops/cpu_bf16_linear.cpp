@@ -119,17 +119,27 @@ void pack_activations(const at::Tensor& t, int64_t m, int64_t len, int64_t mp, u
   });
 }
 
-// Step 3 of the law over one row of sums: y = acc (+ bias), NaN canonical;
-// written so that the compiler vectorises it.
-void finish_row(const float* acc, const float* bias, int64_t len, float* y) {
+// Step 3 of the law over one row of sums: y = acc (+ bias), NaN canonical,
+// stored as float32 or (kBf16) rounded to bfloat16 as torch rounds (to
+// nearest even; the canonical NaN is 0x7FC0). Plain loops the compiler
+// vectorises.
+template <bool kBf16>
+void finish_row(const float* acc, const float* bias, int64_t len, void* out) {
   const float cn = grit::canonical_nan();
-  if (bias != nullptr) {
+  if (kBf16) {
+    uint16_t* y = static_cast<uint16_t*>(out);
     for (int64_t j = 0; j < len; ++j) {
-      const float v = acc[j] + bias[j];
-      y[j] = v == v ? v : cn;
+      const float v = bias != nullptr ? acc[j] + bias[j] : acc[j];
+      uint32_t u;
+      std::memcpy(&u, &v, 4);
+      y[j] = v == v ? static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16) : uint16_t{0x7FC0};
     }
-  } else {
-    for (int64_t j = 0; j < len; ++j) y[j] = acc[j] == acc[j] ? acc[j] : cn;
+    return;
+  }
+  float* y = static_cast<float*>(out);
+  for (int64_t j = 0; j < len; ++j) {
+    const float v = bias != nullptr ? acc[j] + bias[j] : acc[j];
+    y[j] = v == v ? v : cn;
   }
 }
 
@@ -154,7 +164,10 @@ at::Tensor packed_linear_bf16_cpu(const at::Tensor& x, const at::Tensor& data, c
   const PlaneArgs p = plane_args(op, data, scale0, scale1, aux, grade, shape, x.device());
   const bool has_bias = check_bias(op, bias, n, x.device());
   const int64_t m = batch_rows(x);
-  at::Tensor y = at::empty({m, n}, x.options().dtype(at::kFloat));
+  // y straight in x's dtype for float32 and bfloat16 (others through float32)
+  const bool out_bf16 = x.scalar_type() == at::kBFloat16;
+  const bool direct = out_bf16 || x.scalar_type() == at::kFloat;
+  at::Tensor y = at::empty({m, n}, x.options().dtype(direct ? x.scalar_type() : at::kFloat));
   if (m > 0 && n > 0 && k == 0) {
     y.zero_();
     if (has_bias) y.add_(bias->to(at::kFloat));
@@ -164,7 +177,8 @@ at::Tensor packed_linear_bf16_cpu(const at::Tensor& x, const at::Tensor& data, c
     pack_activations(x, m, k, mp, A);
     const at::Tensor b32 = has_bias ? bias->to(at::kFloat).contiguous() : at::Tensor();
     const float* bp = has_bias ? b32.const_data_ptr<float>() : nullptr;
-    float* yp = y.mutable_data_ptr<float>();
+    char* yp = static_cast<char*>(y.mutable_data_ptr());
+    const int64_t esize = y.element_size();
     const grit::cpu::PackedWeight w = packed_weight(grade, p, n, k);
     const RowDecoder decode(op, w);
     at::parallel_for(0, (n + kForwardRows - 1) / kForwardRows, 1, [&](int64_t tb, int64_t te) {
@@ -183,15 +197,21 @@ at::Tensor packed_linear_bf16_cpu(const at::Tensor& x, const at::Tensor& data, c
         for (int64_t i0 = 0; i0 < mp; i0 += kForwardBatch) {
           const int64_t mc = std::min(kForwardBatch, mp - i0);
           grit::cpu::bf16_gemm(A + (i0 / 16) * kc * kBf16Tile, kc, 0, kc, mc, B, pairs, C, kForwardRows, false);
-          for (int64_t i = i0; i < std::min(m, i0 + mc); ++i)
-            finish_row(C + (i - i0) * kForwardRows, bp != nullptr ? bp + r0 : nullptr, rows, yp + i * n + r0);
+          for (int64_t i = i0; i < std::min(m, i0 + mc); ++i) {
+            const float* acc = C + (i - i0) * kForwardRows;
+            void* out = yp + (i * n + r0) * esize;
+            if (out_bf16)
+              finish_row<true>(acc, bp != nullptr ? bp + r0 : nullptr, rows, out);
+            else
+              finish_row<false>(acc, bp != nullptr ? bp + r0 : nullptr, rows, out);
+          }
         }
       }
     });
   } else if (m > 0 && has_bias) {
     y.copy_(bias->to(at::kFloat).expand({m, n}));
   }
-  return y.to(x.scalar_type()).view(with_last(x.sizes(), n));
+  return y.to(x.scalar_type()).view(with_last(x.sizes(), n));  // a no-op when direct
 }
 
 at::Tensor packed_linear_bf16_grad_input_cpu(const at::Tensor& grad_y, const at::Tensor& data,
@@ -236,10 +256,18 @@ at::Tensor packed_linear_bf16_grad_input_cpu(const at::Tensor& grad_y, const at:
       }
     });
   }
-  at::Tensor out = at::empty({m, k}, grad_y.options().dtype(at::kFloat));
-  float* op_ = out.mutable_data_ptr<float>();
+  const bool out_bf16 = grad_y.scalar_type() == at::kBFloat16;
+  const bool direct = out_bf16 || grad_y.scalar_type() == at::kFloat;
+  at::Tensor out = at::empty({m, k}, grad_y.options().dtype(direct ? grad_y.scalar_type() : at::kFloat));
+  char* op_ = static_cast<char*>(out.mutable_data_ptr());
+  const int64_t esize = out.element_size();
   at::parallel_for(0, m, 16, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) finish_row(gp + i * kp, nullptr, k, op_ + i * k);
+    for (int64_t i = b; i < e; ++i) {
+      if (out_bf16)
+        finish_row<true>(gp + i * kp, nullptr, k, op_ + i * k * esize);
+      else
+        finish_row<false>(gp + i * kp, nullptr, k, op_ + i * k * esize);
+    }
   });
   return out.to(grad_y.scalar_type()).view(with_last(grad_y.sizes(), k));
 }

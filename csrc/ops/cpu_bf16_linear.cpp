@@ -80,6 +80,31 @@ struct RowDecoder {
     fast = kt.isa != grit::cpu::Isa::kScalar && plan.kind != grit::cpu::FastKind::kNone;
   }
 
+  // The forward's B for rows [r0, r1) (r0 a multiple of 32, at most 32
+  // rows) through the decoder's columns (scratch: 32 * k floats); false
+  // where the variant has no such route or its decoder cannot take the
+  // planes (the caller then decodes rows).
+  bool columns(int64_t r0, int64_t r1, float* scratch, uint16_t* B) const {
+    if (!fast || kt.decode_columns == nullptr) return false;
+    bool fb = false;
+    const grit::Status s = kt.decode_columns(plan, r0 / 16, (r1 + 15) / 16, scratch, &fb);
+    TORCH_CHECK(s.ok(), op, ": ", s.message);
+    if (fb) return false;
+    grit::cpu::bf16_pack_weight_columns(scratch, static_cast<int>((r1 - r0 + 15) / 16), w.k, B);
+    return true;
+  }
+
+  // The 16-row tile from row r0 (a multiple of 16) column by column into
+  // out (16 * k floats); false where the variant has no such route or its
+  // decoder cannot take the planes.
+  bool tile_columns(int64_t r0, float* out) const {
+    if (!fast || kt.decode_columns == nullptr) return false;
+    bool fb = false;
+    const grit::Status s = kt.decode_columns(plan, r0 / 16, r0 / 16 + 1, out, &fb);
+    TORCH_CHECK(s.ok(), op, ": ", s.message);
+    return !fb;
+  }
+
   // rows [r0, r1) (r0 a multiple of 16) into out, k floats a row
   void operator()(int64_t r0, int64_t r1, float* out) const {
     if (fast) {
@@ -191,8 +216,11 @@ at::Tensor packed_linear_bf16_cpu(const at::Tensor& x, const at::Tensor& data, c
         const int64_t pairs = (rows + 31) / 32;
         for (int64_t pr = 0; pr < pairs; ++pr) {
           const int64_t a = r0 + 32 * pr, b = std::min(a + 32, n);
-          decode(a, b, wrows);
-          grit::cpu::bf16_pack_weight_rows(wrows, k, static_cast<int>(b - a), k, B + pr * kc * 2 * kBf16Tile);
+          uint16_t* Bp = B + pr * kc * 2 * kBf16Tile;
+          if (!decode.columns(a, b, wrows, Bp)) {
+            decode(a, b, wrows);
+            grit::cpu::bf16_pack_weight_rows(wrows, k, static_cast<int>(b - a), k, Bp);
+          }
         }
         for (int64_t i0 = 0; i0 < mp; i0 += kForwardBatch) {
           const int64_t mc = std::min(kForwardBatch, mp - i0);
@@ -245,6 +273,10 @@ at::Tensor packed_linear_bf16_grad_input_cpu(const at::Tensor& grad_y, const at:
       float* wrows = thread_scratch().rows.get(static_cast<size_t>(16 * k));
       for (int64_t g = gb; g < ge; ++g) {
         const int64_t a = r0 + 16 * g, got = std::max<int64_t>(0, std::min<int64_t>(16, n - a));
+        if (got > 0 && decode.tile_columns(a, wrows)) {
+          grit::cpu::bf16_pack_weight_cols_from_columns(wrows, static_cast<int>(got), k, 16 * g, bc, B);
+          continue;
+        }
         if (got > 0) decode(a, a + got, wrows);
         grit::cpu::bf16_pack_weight_cols(wrows, k, static_cast<int>(got), k, 16 * g, bc, B);
       }

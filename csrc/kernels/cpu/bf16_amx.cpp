@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <vector>
 
 #include "grit/bf16_linear.h"
 
@@ -51,6 +52,18 @@ void pack_weight_rows_scalar(const float* w, int64_t ld, int rows, int64_t k, ui
           const int64_t col = 32 * c + t;
           B[(c * 2 + h) * kBf16Tile + (t / 2) * 32 + j * 2 + t % 2] =
               r < rows && col < k ? bf16::from_float(w[r * ld + col]) : 0;
+        }
+}
+
+void pack_weight_columns_scalar(const float* cols, int tiles, int64_t k, uint16_t* B) {
+  const int64_t nc = bf16::chunks(k);
+  for (int64_t c = 0; c < nc; ++c)
+    for (int h = 0; h < 2; ++h)
+      for (int j = 0; j < 16; ++j)
+        for (int t = 0; t < 32; ++t) {
+          const int64_t col = 32 * c + t;
+          B[(c * 2 + h) * kBf16Tile + (t / 2) * 32 + j * 2 + t % 2] =
+              h < tiles && col < k ? bf16::from_float(cols[h * 16 * k + col * 16 + j]) : 0;
         }
 }
 
@@ -172,6 +185,29 @@ void pack_weight_rows_vec(const float* w, int64_t ld, int rows, int64_t k, uint1
     }
 }
 
+void pack_weight_columns_vec(const float* cols, int tiles, int64_t k, uint16_t* B) {
+  const int64_t nc = bf16::chunks(k);
+  alignas(64) static const uint16_t kZip[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
+                                                8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  const __m512i zip = _mm512_load_si512(kZip);
+  for (int h = 0; h < 2; ++h) {
+    const float* src = cols + h * 16 * k;
+    for (int64_t c = 0; c < nc; ++c) {
+      uint16_t* out = B + (c * 2 + h) * kBf16Tile;
+      for (int p = 0; p < 16; ++p) {
+        const int64_t a = 32 * c + 2 * p;
+        __m512i v = _mm512_setzero_si512();
+        if (h < tiles && a < k) {
+          const __m512 lo = _mm512_load_ps(src + a * 16);
+          const __m512 hi = a + 1 < k ? _mm512_load_ps(src + (a + 1) * 16) : _mm512_setzero_ps();
+          v = _mm512_permutexvar_epi16(zip, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo)));
+        }
+        _mm512_store_si512(out + p * 32, v);
+      }
+    }
+  }
+}
+
 void pack_weight_cols_vec(const float* w, int64_t ld, int rows, int64_t k, int64_t first, int64_t block_chunks,
                           uint16_t* B) {
   const int64_t pairs = bf16::chunks(k);
@@ -187,6 +223,30 @@ void pack_weight_cols_vec(const float* w, int64_t ld, int rows, int64_t k, int64
       const __m512 hi = r + 1 < rows ? _mm512_maskz_loadu_ps(mk, w + (r + 1) * ld + col) : _mm512_setzero_ps();
       const __m512i v = _mm512_permutexvar_epi16(zip, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo)));
       _mm512_store_si512(B + (((kt / 2) * block_chunks + cl) * 2 + kt % 2) * kBf16Tile + p * 32, v);
+    }
+  }
+}
+
+void pack_weight_cols_from_columns_vec(const float* cols, int rows, int64_t k, int64_t first, int64_t block_chunks,
+                                       uint16_t* B) {
+  const int64_t pairs = bf16::chunks(k);
+  alignas(64) static const uint16_t kZip[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
+                                                8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  const __m512i zip = _mm512_load_si512(kZip);
+  const __mmask16 live = rows >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << rows) - 1u);
+  __m512i v[16];
+  for (int64_t kt = 0; kt < 2 * pairs; ++kt) {
+    // columns 16 kt .. 16 kt + 15 (lane = row), rows past `rows` zeroed, then rows (lane = column)
+    for (int j = 0; j < 16; ++j) {
+      const int64_t c = 16 * kt + j;
+      v[j] = c < k ? _mm512_maskz_load_epi32(live, cols + c * 16) : _mm512_setzero_si512();
+    }
+    transpose16(v);
+    for (int r = 0; r < 16; r += 2) {
+      const int64_t pos = first + r, cl = pos / 32, p = (pos % 32) / 2;
+      const __m512i o = _mm512_permutexvar_epi16(
+          zip, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(_mm512_castsi512_ps(v[r + 1]), _mm512_castsi512_ps(v[r]))));
+      _mm512_store_si512(B + (((kt / 2) * block_chunks + cl) * 2 + kt % 2) * kBf16Tile + p * 32, o);
     }
   }
 }
@@ -381,12 +441,31 @@ void bf16_pack_weight_rows(const float* w, int64_t ld, int rows, int64_t k, uint
   pack_weight_rows_scalar(w, ld, rows, k, B);
 }
 
+void bf16_pack_weight_columns(const float* cols, int tiles, int64_t k, uint16_t* B) {
+#if GRIT_BF16_X86
+  if (cpu_has_bf16_vector()) return pack_weight_columns_vec(cols, tiles, k, B);
+#endif
+  pack_weight_columns_scalar(cols, tiles, k, B);
+}
+
 void bf16_pack_weight_cols(const float* w, int64_t ld, int rows, int64_t k, int64_t first, int64_t block_chunks,
                            uint16_t* B) {
 #if GRIT_BF16_X86
   if (cpu_has_bf16_vector()) return pack_weight_cols_vec(w, ld, rows, k, first, block_chunks, B);
 #endif
   pack_weight_cols_scalar(w, ld, rows, k, first, block_chunks, B);
+}
+
+void bf16_pack_weight_cols_from_columns(const float* cols, int rows, int64_t k, int64_t first, int64_t block_chunks,
+                                        uint16_t* B) {
+#if GRIT_BF16_X86
+  if (cpu_has_bf16_vector()) return pack_weight_cols_from_columns_vec(cols, rows, k, first, block_chunks, B);
+#endif
+  // the scalar route: the rows out of the columns, then the rows' packer
+  std::vector<float> w(static_cast<size_t>(16 * k));
+  for (int r = 0; r < 16; ++r)
+    for (int64_t c = 0; c < k; ++c) w[r * k + c] = cols[c * 16 + r];
+  pack_weight_cols_scalar(w.data(), k, rows, k, first, block_chunks, B);
 }
 
 void bf16_gemm(const uint16_t* A, int64_t a_chunks, int64_t c0, int64_t nc, int64_t mp, const uint16_t* B,

@@ -45,12 +45,23 @@ void bf16_pack_rows_bits(const uint16_t* src, int64_t ld, int64_t m, int64_t len
 // rows <= 32, k positions each) through from_float; chunks(k) chunks.
 void bf16_pack_weight_rows(const float* w, int64_t ld, int rows, int64_t k, uint16_t* B);
 
+// The same from two 16-row tiles decoded column by column
+// (KernelTable::decode_columns: tile h's column c, 16 rows, at
+// cols + h * 16 * k + c * 16); `tiles` (1 or 2) of them are there, the
+// other half of B is zero.
+void bf16_pack_weight_columns(const float* cols, int tiles, int64_t k, uint16_t* B);
+
 // grad_input's B for one block of block_chunks chunks of W's rows: the
 // `rows` (<= 16) rows w + r * ld (k columns each) are reduction positions
 // first + r of the block (first a multiple of 16); every column pair of the
 // k columns (chunks(k) of them) gets its part.
 void bf16_pack_weight_cols(const float* w, int64_t ld, int rows, int64_t k, int64_t first, int64_t block_chunks,
                            uint16_t* B);
+
+// The same from one 16-row tile decoded column by column (tile column c at
+// cols + c * 16; lanes from `rows` on are taken as zero).
+void bf16_pack_weight_cols_from_columns(const float* cols, int rows, int64_t k, int64_t first, int64_t block_chunks,
+                                        uint16_t* B);
 
 // C[i, 32 pair + j] for rows i < mp (a multiple of 32), pairs [0, npairs):
 // chunks [c0, c0 + nc) of A (a_chunks chunks per 16-row block) against B's

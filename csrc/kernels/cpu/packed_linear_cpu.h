@@ -199,6 +199,13 @@ struct KernelTable {
                             int64_t row_begin, int64_t row_end, int64_t m, int64_t k, int64_t col_begin,
                             int64_t col_end, float* grad_x) = nullptr;
   int64_t grad_strip = 0;
+  // The tiles' rows of W column by column, as the decoder makes them: tile
+  // t's column c (16 rows, rows past n repeating the last) at
+  // out[(t - tile_begin) * 16 * k + c * 16], the reference decode's bits.
+  // Sets *fallback where decode_tiles would fall back and for a plan without
+  // a fast decoder (out then partly written). Null in the scalar variant.
+  Status (*decode_columns)(const LinearPlan& p, int64_t tile_begin, int64_t tile_end, float* out,
+                           bool* fallback) = nullptr;
 };
 
 // p rounded up to a multiple of 64 bytes (a cache line): the strip buffers

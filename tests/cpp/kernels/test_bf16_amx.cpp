@@ -205,3 +205,98 @@ TEST(Bf16Kernel, TileMultipliesMatchTheScalarLaw) {
         }
   EXPECT_GT(grit::cpu::bf16_amx_calls(), calls);
 }
+
+// KernelTable::decode_columns (the forward's route into B): every variant's
+// columns are the reference decode's rows, and B packed from them is B
+// packed from the rows.
+TEST(Bf16Kernel, DecodedColumnsAreTheDecode) {
+  const char* const grades[] = {"MXFP4", "NVF4", "Q4KS", "I8S24", "grit1(e=s8,k0=32,s0=binary16,esr=ratiomaxabs)",
+                                "grit1(e=u4,k0=128,s0=binary16,zp=u4,esr=affineminmax)",
+                                "grit1(e=s4,k0=64,s0=binary16,esr=ratiomaxabs)"};
+  const int64_t shapes[][2] = {{17, 128}, {32, 384}, {40, 256}};
+  for (const char* name : grades) {
+    grit::Grade parsed;
+    const grit::Grade* g = nullptr;
+    if (const auto* r = grit::reference_grade(name)) {
+      g = r->grade;
+    } else {
+      ASSERT_TRUE(grit::grade_parse(name, &parsed).ok()) << name;
+      g = &parsed;
+    }
+    for (const auto& sh : shapes) {
+      const int64_t n = sh[0], k = sh[1];
+      if (k % g->k0 != 0 || (n * k) % (static_cast<int64_t>(g->k0) * std::max<int64_t>(1, g->k1)) != 0) continue;
+      uint64_t bytes[4];
+      ASSERT_TRUE(grit::grade_plane_bytes(*g, static_cast<uint64_t>(n * k), bytes).ok());
+      std::mt19937 rng(static_cast<uint32_t>(n * 7 + k));
+      std::vector<uint8_t> pl[4];
+      for (int i = 0; i < 4; ++i) {
+        pl[i].resize(bytes[i]);
+        for (auto& b : pl[i]) b = static_cast<uint8_t>(rng());
+      }
+      grit::cpu::PackedWeight w;
+      w.grade = g;
+      w.n = n;
+      w.k = k;
+      for (int i = 0; i < 4; ++i) w.planes[i] = grit::Plane{pl[i].data(), pl[i].size()};
+      std::vector<float> ref(n * k);
+      uint64_t cursor = 0;
+      ASSERT_TRUE(grit::cpu::decode_rows(w, 0, n, &cursor, ref.data()).ok());
+      grit::cpu::LinearPlan plan;
+      grit::cpu::make_plan(w, &plan);
+      const int64_t tiles = grit::cpu::linear_tile_count(n);
+      for (grit::cpu::Isa isa : grit::cpu::kAllIsas) {
+        if (!grit::cpu::isa_supported(isa)) continue;
+        const auto& kt = grit::cpu::kernels_for(isa);
+        if (kt.decode_columns == nullptr) continue;
+        Buf<float> cols(tiles * 16 * k);
+        bool fb = false;
+        ASSERT_TRUE(kt.decode_columns(plan, 0, tiles, cols.p, &fb).ok());
+        if (fb) {  // random I8S24 positions may name one position twice: the decoder says so
+          EXPECT_TRUE(g->has_sp) << name;
+          continue;
+        }
+        for (int64_t r = 0; r < n; ++r)
+          for (int64_t c = 0; c < k; ++c)
+            ASSERT_TRUE(same(cols.p[(r / 16) * 16 * k + c * 16 + r % 16], ref[r * k + c]))
+                << grit::cpu::isa_name(isa) << " " << name << " row " << r << " col " << c;
+        for (int64_t r0 = 0; r0 < n; r0 += 32) {
+          const int rows = static_cast<int>(std::min<int64_t>(32, n - r0));
+          Buf<uint16_t> from_cols(bf::chunks(k) * 2 * kBf16Tile), from_rows(bf::chunks(k) * 2 * kBf16Tile);
+          grit::cpu::bf16_pack_weight_columns(cols.p + (r0 / 16) * 16 * k, (rows + 15) / 16, k, from_cols.p);
+          grit::cpu::bf16_pack_weight_rows(ref.data() + r0 * k, k, rows, k, from_rows.p);
+          // lanes past n repeat the last row in the columns (their outputs are never kept)
+          for (int64_t c = 0; c < bf::chunks(k); ++c)
+            for (int h = 0; h < 2; ++h)
+              for (int p = 0; p < 16; ++p)
+                for (int j = 0; j < 16; ++j)
+                  if (16 * h + j < rows)
+                    for (int q = 0; q < 2; ++q) {
+                      const int64_t at = (c * 2 + h) * kBf16Tile + p * 32 + j * 2 + q;
+                      ASSERT_EQ(from_cols.p[at], from_rows.p[at]) << name << " " << grit::cpu::isa_name(isa);
+                    }
+        }
+      }
+    }
+  }
+}
+
+// grad_input's B from a tile's columns is grad_input's B from its rows (lanes
+// from `rows` on ignored).
+TEST(Bf16Kernel, ColumnPackerForGradInputIsTheRowPacker) {
+  std::mt19937 rng(31);
+  for (int64_t k : {16, 48, 130})
+    for (int rows : {3, 16})
+      for (int64_t first : {0, 48}) {
+        const int64_t block = 2, pairs = bf::chunks(k);
+        Buf<float> cols(16 * k);
+        std::vector<float> w(16 * k);
+        for (int r = 0; r < 16; ++r)
+          for (int64_t c = 0; c < k; ++c) w[r * k + c] = cols.p[c * 16 + r] = random_float(rng);
+        Buf<uint16_t> a(pairs * block * 2 * kBf16Tile), b(pairs * block * 2 * kBf16Tile);
+        grit::cpu::bf16_pack_weight_cols(w.data(), k, rows, k, first, block, a.p);
+        grit::cpu::bf16_pack_weight_cols_from_columns(cols.p, rows, k, first, block, b.p);
+        for (size_t i = 0; i < pairs * block * 2 * kBf16Tile; ++i)
+          ASSERT_EQ(a.p[i], b.p[i]) << "k " << k << " rows " << rows << " first " << first << " at " << i;
+      }
+}

@@ -153,3 +153,19 @@ def test_plain_checkpoint_conversion_records_the_mode(tmp_path, capsys):
         assert torch.equal(target(x), model(x))
     assert cli_main(["inspect", str(dst)]) == 0
     assert "activations: s8 for 3 layer(s)" in capsys.readouterr().out
+
+
+def test_the_bf16_law_through_the_converter_from_pretrained_and_save_pretrained(bert_src, tmp_path):
+    dst = hc.convert(bert_src, tmp_path / "bf16", "--activations", "bf16")
+    assert _quantization_config(dst)["activations"] == "bf16"
+    model = AutoModel.from_pretrained(dst)
+    assert _modes(model) == ["bf16"] * 13
+    reference = hc.quantized_copy(BertModel, bert_src, activations="bf16")
+    assert torch.equal(_hidden(model), _hidden(reference))
+    cfg = torch_grit.GritConfig(grade="MXFP4", activations="bf16")
+    on_load = AutoModel.from_pretrained(bert_src, quantization_config=cfg)
+    assert _modes(on_load) == ["bf16"] * 13
+    assert torch.equal(_hidden(on_load), _hidden(reference))
+    on_load.save_pretrained(tmp_path / "out")
+    assert _quantization_config(tmp_path / "out")["activations"] == "bf16"
+    assert torch.equal(_hidden(AutoModel.from_pretrained(tmp_path / "out")), _hidden(reference))

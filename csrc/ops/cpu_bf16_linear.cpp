@@ -60,7 +60,18 @@ struct Scratch {
     }
     return grit::cpu::align64(raw.get());
   }
+  // Gives the memory back when it holds more than `bytes` (after a call with
+  // an unusually large batch, so that no thread keeps it for good).
+  void trim(size_t bytes) {
+    if (cap * sizeof(T) > bytes) {
+      raw.reset();
+      cap = 0;
+    }
+  }
 };
+
+// What a thread's scratch may keep between calls.
+constexpr size_t kKeepBytes = size_t{64} << 20;
 
 // Per thread: the packed activations (the calling thread), the weight rows
 // in float32 and packed, and the forward's sums.
@@ -206,17 +217,19 @@ at::Tensor packed_linear_bf16_cpu(const at::Tensor& x, const at::Tensor& data, c
     if (has_bias) y.add_(bias->to(at::kFloat));
   } else if (m > 0 && n > 0) {
     const int64_t kc = grit::bf16::chunks(k), mp = round_up(m, 32);
-    uint16_t* A = thread_scratch().a.get(static_cast<size_t>(mp * kc * kBf16Tile));
-    pack_activations(x, m, k, mp, A);
+    const int64_t pass = forward_pass_rows(kc * 32 * 2);
+    // one pass's rows of x, packed (the pass's first row at A)
+    uint16_t* A = thread_scratch().a.get(static_cast<size_t>(std::min(mp, pass) * kc * kBf16Tile));
+    const at::Tensor x2 = x.reshape({m, k});
     const at::Tensor b32 = has_bias ? bias->to(at::kFloat).contiguous() : at::Tensor();
     const float* bp = has_bias ? b32.const_data_ptr<float>() : nullptr;
     char* yp = static_cast<char*>(y.mutable_data_ptr());
     const int64_t esize = y.element_size();
     const grit::cpu::PackedWeight w = packed_weight(grade, p, n, k);
     const RowDecoder decode(op, w);
-    const int64_t pass = forward_pass_rows(kc * 32 * 2);
     for (int64_t s0 = 0; s0 < mp; s0 += pass) {
     const int64_t s1 = std::min(mp, s0 + pass);
+    pack_activations(x2.narrow(0, s0, std::min(m, s1) - s0), std::min(m, s1) - s0, k, s1 - s0, A);
     at::parallel_for(0, (n + kForwardRows - 1) / kForwardRows, 1, [&](int64_t tb, int64_t te) {
       ThreadScratch& ts = thread_scratch();
       float* wrows = ts.rows.get(static_cast<size_t>(32 * k));
@@ -235,7 +248,8 @@ at::Tensor packed_linear_bf16_cpu(const at::Tensor& x, const at::Tensor& data, c
         }
         for (int64_t i0 = s0; i0 < s1; i0 += kForwardBatch) {
           const int64_t mc = std::min(kForwardBatch, s1 - i0);
-          grit::cpu::bf16_gemm(A + (i0 / 16) * kc * kBf16Tile, kc, 0, kc, mc, B, pairs, C, kForwardRows, false);
+          grit::cpu::bf16_gemm(A + ((i0 - s0) / 16) * kc * kBf16Tile, kc, 0, kc, mc, B, pairs, C, kForwardRows,
+                               false);
           for (int64_t i = i0; i < std::min(m, i0 + mc); ++i) {
             const float* acc = C + (i - i0) * kForwardRows;
             void* out = yp + (i * n + r0) * esize;
@@ -248,6 +262,7 @@ at::Tensor packed_linear_bf16_cpu(const at::Tensor& x, const at::Tensor& data, c
       }
     });
     }
+    thread_scratch().a.trim(kKeepBytes);
   } else if (m > 0 && has_bias) {
     y.copy_(bias->to(at::kFloat).expand({m, n}));
   }
@@ -313,6 +328,9 @@ at::Tensor packed_linear_bf16_grad_input_cpu(const at::Tensor& grad_y, const at:
         finish_row<false>(gp + i * kp, nullptr, k, op_ + i * k * esize);
     }
   });
+  ts.a.trim(kKeepBytes);
+  ts.b.trim(kKeepBytes);
+  ts.c.trim(kKeepBytes);
   return out.to(grad_y.scalar_type()).view(with_last(grad_y.sizes(), k));
 }
 

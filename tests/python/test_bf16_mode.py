@@ -200,6 +200,17 @@ def test_a_row_alone_and_thread_counts():
     assert torch.equal(_bits(y1), _bits(y)) and torch.equal(_bits(g1), _bits(gx))
 
 
+def test_a_batch_past_one_pass_over_the_weight():
+    # the forward packs x and sweeps the weight once per 8 MiB of packed rows (1024 rows at 4096
+    # in-features): rows of the second pass give the bits they give alone
+    q = _weight("MXFP4", (40, 4096), seed=30)
+    x = torch.randn(1100, 4096, generator=torch.Generator().manual_seed(31)).bfloat16()
+    bias = torch.randn(40, generator=torch.Generator().manual_seed(32)).bfloat16()
+    y = ops.packed_linear_bf16(x, *_args(q), bias)
+    for a, b in ((0, 5), (1020, 1030), (1090, 1100)):
+        assert torch.equal(_bits(ops.packed_linear_bf16(x[a:b], *_args(q), bias)), _bits(y[a:b])), (a, b)
+
+
 def test_close_to_float_and_leading_dims():
     q = _weight("Q4KS", (64, 256), seed=16)
     x = torch.randn(2, 3, 256, generator=torch.Generator().manual_seed(17))

@@ -9,6 +9,7 @@
 
 #include "grit/grit.h"
 #include "kernels/cpu/bf16_amx.h"
+#include "kernels/cpu/nibble_tiles.h"
 #include "kernels/cpu/packed_linear_cpu.h"
 #include "kernels/cpu/s8_tile.h"
 
@@ -70,6 +71,13 @@ void bind_cpu_kernels(py::module_& m) {
   m.def("_cpu_pair_path_calls", []() { return grit::cpu::pair_path_calls(); },
         "Tests only: how many times the avx512_bf16 pair path has run (per thread and call).");
 
+  m.def("cpu_sparse_quads_regular", [](py::buffer meta) {
+    const py::buffer_info info = meta.request();
+    if (info.itemsize != 1 || info.ndim != 1 || (info.ndim == 1 && info.strides[0] != 1))
+      throw py::value_error("cpu_sparse_quads_regular: a contiguous 1-D buffer of bytes is needed");
+    return grit::cpu::sparse_quads_regular(static_cast<const uint8_t*>(info.ptr), static_cast<uint64_t>(info.size));
+  }, "Whether every 2:4 quad of a position plane (aux) names two distinct positions: what the CPU tile "
+     "layout of an I8S24 weight needs (tile_nibbles refuses other planes).");
   m.def("cpu_fast_kind", [](const grit::Grade& g) {
     return std::string(grit::cpu::fast_kind_name(grit::cpu::fast_kind_of(g)));
   }, "The fast decoder packed_linear uses for a grade ('reference' when none).");

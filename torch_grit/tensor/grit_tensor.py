@@ -205,8 +205,8 @@ class GritTensor(torch.Tensor):
         if self.device.type != "cpu" or self.is_int4_groups:
             return False
         kind = _C.cpu_fast_kind(self.grade._native)
-        if kind == "int8_sparse24":
-            return _quads_regular(self.aux_plane)
+        if kind == "int8_sparse24":  # the C++ tile op's own check
+            return _C.cpu_sparse_quads_regular(self.aux_plane.contiguous().numpy())
         return kind != "reference"
 
     def tile(self):
@@ -333,14 +333,6 @@ class GritTensor(torch.Tensor):
         if impl is None:
             raise unsupported(func)
         return impl(func, args, kwargs or {})
-
-
-def _quads_regular(meta):
-    """Whether every 2:4 quad of a position plane (two 2-bit positions, four bits a quad)
-    names two distinct positions: then each row's codes start at row * k/2, which the tile
-    layout needs (the C++ tile op checks the same and refuses otherwise)."""
-    x = torch.bitwise_and(torch.bitwise_xor(meta, meta >> 2), 0x33)
-    return bool(torch.all(torch.bitwise_and(x, 0x03) != 0)) and bool(torch.all(torch.bitwise_and(x, 0x30) != 0))
 
 
 def _dtype_names():

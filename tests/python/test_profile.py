@@ -134,3 +134,28 @@ def test_cli_profile_activations(tmp_path, capsys):
     assert all(isinstance(v["activation_sqnr_db"], float) for v in line["grades"].values())
     assert main(["profile", str(src), "--activations", "s8"]) == 0
     assert "s8 activations: output SQNR dB" in capsys.readouterr().out
+
+
+def test_activation_error_under_the_bf16_law():
+    """profile(activations="bf16"): the output SQNR of the bf16 law (x and the weight in bfloat16)
+    against float activations on the same packed weight, as a GritLinear in the mode gives it; every
+    grade has the law (MXFP8 too)."""
+    import math
+    from torch_grit.nn import GritLinear
+    from torch_grit.quantization.profile import PROBE_ROWS
+
+    torch.manual_seed(5)
+    lin = torch.nn.Linear(256, 48, bias=False)
+    grades = ("MXFP4", "NVF4", "MXFP8")
+    prof = profile({"w": lin.weight.detach()}, grades=grades, activations="bf16")
+    x = torch.randn(PROBE_ROWS, 256, generator=torch.Generator().manual_seed(0))
+    for g in prof.grades:
+        p = prof.tensors[0].previews[g]
+        layer = GritLinear.from_linear(lin, g, activations="bf16")
+        with torch.no_grad():
+            y = layer(x).double()
+        ref = x.double() @ layer.weight.dequantize().double().T
+        want = 10 * math.log10(float((ref ** 2).sum()) / float(((y - ref) ** 2).sum()))
+        assert p.activation_sqnr_db == pytest.approx(want, rel=1e-12), g
+        assert 40 < p.activation_sqnr_db < 70, g  # bfloat16 rounding: 2^-9 relative
+    assert "bf16 activations: output SQNR dB" in prof.table()

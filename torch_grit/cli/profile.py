@@ -37,7 +37,7 @@ def run(args):
     tensors = []
     for name, t in _state(layout):
         p = profile({name: t}, grades=grades, budget_db=args.budget,
-                    activations="s8" if args.activations == "s8" else None)
+                    activations=None if args.activations == "float" else args.activations)
         tensors.extend(p.tensors)
         prof = p
         if args.json:
@@ -64,8 +64,8 @@ def add_parser(sub):
     p.add_argument("src", help="a safetensors file, a folder of shards or a HF model folder")
     p.add_argument("--grades", default="", help="comma-separated candidates (default %s)" % ",".join(CANDIDATES))
     p.add_argument("--budget", type=float, default=DEFAULT_BUDGET_DB, help="minimum weight SQNR in dB")
-    p.add_argument("--activations", choices=("float", "s8"), default="float",
-                   help="s8: also measure each grade's output SQNR with int8-packed activations (the s8 "
-                        "activation law) against float activations, on a fixed seeded probe")
+    p.add_argument("--activations", choices=("float", "s8", "bf16"), default="float",
+                   help="s8 (bf16): also measure each grade's output SQNR under the s8 (bf16) activation "
+                        "law against float activations, on a fixed seeded probe")
     p.add_argument("--json", action="store_true", help="one JSON line per tensor, then a summary line")
     p.set_defaults(fn=run)

@@ -15,7 +15,8 @@ law (``GritLinear(..., activations="s8")``) adds: the output SQNR of the
 packed weight run with int8-packed activations against the same packed
 weight with float activations, on a fixed seeded probe (8 rows of N(0, 1)
 inputs, seed 0). It is measured on the real kernel; a grade without an s8 law
-says why instead.
+says why instead. ``activations="bf16"`` measures the bf16 activation law the
+same way (x and the weight rounded to bfloat16, summed in AMX's order).
 """
 
 from dataclasses import dataclass, field
@@ -42,7 +43,8 @@ class GradePreview:
     mse: float = 0.0
     sqnr_db: float = float("inf")
     bytes: int = 0
-    # activations="s8": output SQNR of s8 against float activations on the same packed weight
+    # activations="s8" / "bf16": output SQNR of that law against float activations on the same
+    # packed weight
     activation_sqnr_db: float = None
     activation_reason: str = ""  # why there is no such figure (the grade has no s8 law)
 
@@ -89,9 +91,9 @@ class Profile:
         return lines
 
     def table(self):
-        act = self.activations == "s8"
+        act = self.activations is not None
         rows = ["| tensor | shape | grade | collapsed | clamped | max abs err | MSE | SQNR dB | bytes |"
-                + (" s8 activations: output SQNR dB |" if act else ""),
+                + (" %s activations: output SQNR dB |" % self.activations if act else ""),
                 "|---|---|---|---|---|---|---|---|---|" + ("---|" if act else "")]
         for t in self.tensors:
             if t.exempt:
@@ -108,7 +110,7 @@ class Profile:
                         t.name, t.shape, g, " *" if t.choice == g else "", p.collapsed, p.clamped,
                         p.max_abs_err, p.mse, p.sqnr_db, p.bytes)
                         + ((" %.2f |" % p.activation_sqnr_db if p.activation_sqnr_db is not None
-                            else " (no s8 law) |") if act else ""))
+                            else " (no %s law) |" % self.activations) if act else ""))
         return "\n".join(rows)
 
 
@@ -140,19 +142,22 @@ def _unit(grade):
 PROBE_ROWS = 8  # the activation probe: rows of N(0, 1), seed 0
 
 
-def _activation_sqnr(grade, planes, decoded, shape):
-    """(output SQNR dB of the s8 law against float activations on the same packed weight, reason)."""
+def _activation_sqnr(grade, planes, decoded, shape, mode="s8"):
+    """(output SQNR dB of the s8 or bf16 law against float activations on the same packed
+    weight, reason)."""
     from .. import ops
     from ..contract.codec import s8_law
 
-    try:
-        s8_law(grade.canonical)
-    except ValueError as e:
-        return None, str(e)
+    if mode == "s8":
+        try:
+            s8_law(grade.canonical)
+        except ValueError as e:
+            return None, str(e)
     x = torch.randn(PROBE_ROWS, shape[1], generator=torch.Generator().manual_seed(0))
     tensors = [torch.from_numpy(np.frombuffer(bytes(p), dtype=np.uint8).copy()) for p in planes]
+    run = ops.packed_linear_s8 if mode == "s8" else ops.packed_linear_bf16
     with torch.no_grad():
-        y = ops.packed_linear_s8(x, tensors, grade.canonical, shape).double()
+        y = run(x, tensors, grade.canonical, shape).double()
     ref = x.double() @ torch.from_numpy(decoded).double().view(shape).T
     ok = torch.isfinite(ref) & torch.isfinite(y)
     noise = float(((y - ref)[ok] ** 2).sum())
@@ -163,8 +168,8 @@ def _activation_sqnr(grade, planes, decoded, shape):
 
 
 def preview(w, grade, activations=None):
-    """One tensor, one grade: encode, decode, bounds -> GradePreview (``activations="s8"``:
-    with the output error the s8 activation law adds on the fixed probe)."""
+    """One tensor, one grade: encode, decode, bounds -> GradePreview (``activations="s8"`` or
+    ``"bf16"``: with the output error that activation law adds on the fixed probe)."""
     grade = Grade.parse(grade)
     name = short_name(grade)
     v = np.ascontiguousarray(w, dtype=np.float32).reshape(-1)
@@ -180,8 +185,8 @@ def preview(w, grade, activations=None):
     err = err[finite]
     signal = float(np.sum(v[finite].astype(np.float64) ** 2))
     noise = float(np.sum(err ** 2))
-    act_sqnr, act_reason = (_activation_sqnr(grade, planes, d, (w.shape[0], cols))
-                            if activations == "s8" else (None, ""))
+    act_sqnr, act_reason = (_activation_sqnr(grade, planes, d, (w.shape[0], cols), activations)
+                            if activations in ("s8", "bf16") else (None, ""))
     return GradePreview(
         grade=name, applies=True, activation_sqnr_db=act_sqnr, activation_reason=act_reason,
         collapsed=int(np.sum((v != 0) & (d == 0))),
@@ -200,8 +205,8 @@ def _tensors(model_or_state_dict):
 
 
 def profile(model_or_state_dict, grades=CANDIDATES, budget_db=DEFAULT_BUDGET_DB, activations=None):
-    """Preview every candidate grade on every tensor; writes nothing. ``activations="s8"``
-    adds each preview's output SQNR under the s8 activation law (see the module doc)."""
+    """Preview every candidate grade on every tensor; writes nothing. ``activations="s8"`` (or
+    ``"bf16"``) adds each preview's output SQNR under that activation law (see the module doc)."""
     from ..nn.linear import check_activations
     activations = check_activations(activations)
     grades = tuple(short_name(Grade.parse(g)) for g in grades)

@@ -313,6 +313,10 @@ class GritLinear(nn.Linear):
             # DTensor's matmul would expand a non-contiguous 3-D x's weight operand (aten.expand),
             # which a packed weight refuses: hand it a contiguous x.
             return F.linear(x.contiguous(), self.weight, self.bias)
+        if self.activations is not None and x.device.type not in ("cpu", "meta"):
+            raise ValueError("activations=%r runs on CPU only, and this layer's input is on %s: call "
+                             "set_activations_(None) on the layer to run the float path there"
+                             % (self.activations, x.device))
         if self.activations == "s8":
             w = self.weight
             return torch.ops.grit.packed_linear_s8(x, *w.stored_planes, w.grade_canonical,

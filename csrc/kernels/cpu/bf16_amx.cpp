@@ -15,8 +15,8 @@
 #define GRIT_BF16_X86 1
 #include <cpuid.h>
 #include <immintrin.h>
-#include <sys/syscall.h>
-#include <unistd.h>
+
+#include "kernels/cpu/amx_tiles.h"
 #else
 #define GRIT_BF16_X86 0
 #endif
@@ -120,13 +120,6 @@ void gemm_scalar(const uint16_t* A, int64_t a_chunks, int64_t c0, int64_t nc, in
 namespace grit {
 namespace cpu {
 namespace {
-
-struct alignas(64) TileConfig {
-  uint8_t palette = 1, start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
 
 // Tiles 0-3: C (16 rows x 16 float32); 4, 5: A (16 rows x 32 bfloat16); 6, 7:
 // B (16 pair rows x 16 outputs x 2).
@@ -384,8 +377,7 @@ bool amx_bf16_ready() {
     // CPUID.(7,0):EDX bit 22 AMX-BF16, bit 24 AMX-TILE
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
     if (!(d & (1u << 22)) || !(d & (1u << 24)) || !cpu_has_bf16_vector()) return false;
-    constexpr long kReqXcompPerm = 0x1023, kXtileData = 18;
-    if (syscall(SYS_arch_prctl, kReqXcompPerm, kXtileData) != 0) return false;
+    if (!request_tile_state()) return false;
     return order_holds();
   }();
   return ok;

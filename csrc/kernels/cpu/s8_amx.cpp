@@ -18,8 +18,8 @@
 #if defined(__x86_64__) && defined(__linux__)
 #include <cpuid.h>
 #include <immintrin.h>
-#include <sys/syscall.h>
-#include <unistd.h>
+
+#include "kernels/cpu/amx_tiles.h"
 
 namespace grit {
 namespace cpu {
@@ -45,8 +45,7 @@ bool amx_ready() {
     unsigned a = 0, b = 0, c = 0, d = 0;
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
     if (!(d & (1u << 24)) || !(d & (1u << 25))) return false;
-    constexpr long kReqXcompPerm = 0x1023, kXtileData = 18;
-    return syscall(SYS_arch_prctl, kReqXcompPerm, kXtileData) == 0;
+    return request_tile_state();
   }();
   return ok;
 }
@@ -108,13 +107,6 @@ using s8rows::SparseRows;
 // The tile configuration (palette 1): tiles 0, 1, 6 and 7 the int32 sums of
 // 16 batch rows x 16 weight rows; 2 and 4 activations (16 rows x kstep
 // bytes); 3 and 5 codes (kstep / 4 rows x 64 bytes).
-struct alignas(64) TileConfig {
-  uint8_t palette = 1, start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-
 TileConfig config(int kstep) {
   TileConfig c;
   for (int t : {0, 1, 6, 7}) c.rows[t] = 16, c.colsb[t] = 64;

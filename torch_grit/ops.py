@@ -368,7 +368,8 @@ def _packed_linear_exact_fake(codes, scales, data, scale0, scale1, aux, grade, s
 # ---------------------------------------------------------------------------
 # The CPU tile layout of a weight's code and scale0 planes (csrc/kernels/cpu/nibble_tiles.h)
 
-__all__ += ["tile_nibbles", "untile_nibbles", "packed_linear_tiled", "packed_linear_grad_input_tiled"]
+__all__ += ["tile_nibbles", "untile_nibbles", "dequantize_tiled", "packed_linear_tiled",
+            "packed_linear_grad_input_tiled"]
 
 
 def tile_nibbles(planes: Planes, grade: GradeLike, shape: Sequence[int]) -> List[Tensor]:
@@ -397,6 +398,13 @@ def untile_nibbles(tiled: Planes, grade: GradeLike, shape: Sequence[int]) -> Lis
     p = _planes4(tiled)
     d, s = torch.ops.grit.untile_nibbles.default(p[0], p[1], _grade_str(grade), _shape(shape))
     return [d, s, p[2], p[3]]
+
+
+def dequantize_tiled(tiled: Planes, grade: GradeLike, shape: Sequence[int],
+                     dtype: torch.dtype = torch.float32) -> Tensor:
+    """:func:`dequantize` over :func:`tile_nibbles`'s output, with its bits (CPU): the
+    decoders read the tiles in place, without untiling the planes first."""
+    return torch.ops.grit.dequantize_tiled.default(*_planes4(tiled), _grade_str(grade), _shape(shape), dtype)
 
 
 def packed_linear_tiled(x: Tensor, tiled: Planes, grade: GradeLike, shape: Sequence[int],
@@ -490,6 +498,15 @@ def _untile_nibbles_fake(tiled_data, tiled_scale0, grade, shape):
     row = _row_bytes(grade, shape)
     return (tiled_data.new_empty(shape[0] * row[0]),
             tiled_data.new_empty(shape[0] * row[1]))
+
+
+@torch.library.register_fake("grit::dequantize_tiled")
+def _dequantize_tiled_fake(tiled_data, tiled_scale0, scale1, aux, grade, shape, dtype):
+    _check_one_device("grit::dequantize_tiled", "plane 'tiled_data'", tiled_data,
+                      (tiled_data, tiled_scale0, scale1, aux))
+    torch._check(len(shape) == 2,
+                 lambda: "grit::dequantize_tiled: shape must be [out, in], found %s" % (shape,))
+    return tiled_data.new_empty(shape, dtype=dtype)
 
 
 @torch.library.register_fake("grit::packed_linear_tiled")

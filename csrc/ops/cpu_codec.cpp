@@ -14,10 +14,6 @@
 #include <cstdint>
 #include <vector>
 
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
-
 #include "kernels/cpu/packed_linear_cpu.h"
 #include "ops/int4g_ops.h"
 #include "ops/int4g_args.h"
@@ -57,23 +53,6 @@ std::vector<at::Tensor> quantize_cpu(const at::Tensor& w, c10::string_view grade
                    });
   if (!ok) raise_encoder_refusal(op, *a.grade, v);
   return planes;
-}
-
-// Asks the kernel to back the whole 2 MiB pages inside [p, p + bytes) with
-// huge pages before the first write: a fresh multi-megabyte output otherwise
-// takes one page fault per 4 KiB, which costs more than the decode itself.
-// Advice only: the bytes and their values do not change, and a kernel that
-// says no leaves the pages as they were.
-void advise_huge_pages(void* p, size_t bytes) {
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-  constexpr uintptr_t kHuge = uintptr_t{1} << 21;
-  const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + kHuge - 1) & ~(kHuge - 1);
-  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + bytes) & ~(kHuge - 1);
-  if (end > begin) (void)madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
-#else
-  (void)p;
-  (void)bytes;
-#endif
 }
 
 // W [n, k] through the active variant's decoder, tiles in parallel; false
@@ -116,7 +95,6 @@ at::Tensor dequantize_cpu(const at::Tensor& data, const at::Tensor& scale0,
   const int64_t numel = out.numel();
   const int64_t row = shape.back();  // a multiple of k0 (and of M): the check says so
   float* o = numel > 0 ? out.mutable_data_ptr<float>() : nullptr;
-  if (numel > 0) advise_huge_pages(o, static_cast<size_t>(numel) * sizeof(float));
   if (numel > 0 && shape.size() == 2 && decode_fast(op, *grade, p, shape[0], shape[1], o))
     return dtype == at::kFloat ? out : out.to(dtype);
   if (numel > 0) {

@@ -1,7 +1,8 @@
 // CPU kernels of the tile-layout ops (kernels/cpu/nibble_tiles.h):
 // grit::tile_nibbles and grit::untile_nibbles move a weight's data and
 // scale0 planes (every grade with a fast CPU decoder) into and out of the
-// layout, bit for bit;
+// layout, bit for bit; grit::dequantize_tiled is grit::dequantize over the
+// tiled planes, its bits, decoded in place;
 // grit::packed_linear_tiled is grit::packed_linear over the tiled planes,
 // with its bits (the same law, the same kernels; batch 1 reads the tiles in
 // place). Threads split the output into 16-row tiles as packed_linear does.
@@ -11,6 +12,7 @@
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <tuple>
 #include <vector>
 
@@ -135,6 +137,31 @@ grit::cpu::TiledNibbles tiled_weight(const char* op, const grit::Grade& grade, c
   return w;
 }
 
+// grit::dequantize over the tiled planes: the variant's decoders read the
+// tiles in place (the reference, where they fall back), tiles in parallel;
+// dequantize's bits, with no untiled copy of the planes.
+at::Tensor dequantize_tiled_cpu(const at::Tensor& tdata, const at::Tensor& tscale0, const at::Tensor& scale1,
+                                const at::Tensor& aux, c10::string_view grade_text, c10::IntArrayRef shape,
+                                at::ScalarType dtype) {
+  const char* op = "grit::dequantize_tiled";
+  const auto grade = tiled_grade(op, grade_text, shape);
+  TORCH_CHECK_TYPE(at::isFloatingType(dtype), op, ": argument 'dtype' must be a floating dtype, found ", dtype);
+  const int64_t n = shape[0], k = shape[1];
+  const grit::cpu::TiledNibbles w = tiled_weight(op, *grade, tdata, tscale0, scale1, aux, shape, tdata.device());
+  at::Tensor out = at::empty({n, k}, tdata.options().dtype(at::kFloat));
+  if (n > 0 && k > 0) {
+    float* o = out.mutable_data_ptr<float>();
+    const grit::cpu::KernelTable& kt = active_cpu_kernels(op);
+    const int64_t rows = grit::cpu::kLinearTileRows;
+    at::parallel_for(0, grit::cpu::linear_tile_count(n), std::max<int64_t>(1, (int64_t{1} << 16) / (rows * k)),
+                     [&](int64_t b, int64_t e) {
+      const grit::Status s = grit::cpu::tiled_decode_tiles(kt, w, b, e, o + b * rows * k);
+      TORCH_CHECK(s.ok(), op, ": ", s.message);
+    });
+  }
+  return dtype == at::kFloat ? out : out.to(dtype);
+}
+
 at::Tensor packed_linear_tiled_cpu(const at::Tensor& x, const at::Tensor& tdata, const at::Tensor& tscale0,
                                    const at::Tensor& scale1, const at::Tensor& aux, c10::string_view grade_text,
                                    c10::IntArrayRef shape, const std::optional<at::Tensor>& bias) {
@@ -190,6 +217,7 @@ at::Tensor packed_linear_grad_input_tiled_cpu(const at::Tensor& grad_y, const at
 TORCH_LIBRARY_IMPL(grit, CPU, m) {
   m.impl("tile_nibbles", &tile_nibbles_cpu);
   m.impl("untile_nibbles", &untile_nibbles_cpu);
+  m.impl("dequantize_tiled", &dequantize_tiled_cpu);
   m.impl("packed_linear_tiled", &packed_linear_tiled_cpu);
   m.impl("packed_linear_grad_input_tiled", &packed_linear_grad_input_tiled_cpu);
 }

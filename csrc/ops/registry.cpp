@@ -26,7 +26,8 @@ TORCH_LIBRARY(grit, m) {
       "-> bool");
   // The CPU tile layout of a 4-bit weight (kernels/cpu/nibble_tiles.h):
   // data and scale0 permuted for the SIMD kernels, scale1 and aux as they
-  // are; packed_linear_tiled has packed_linear's bits and
+  // are; dequantize_tiled has dequantize's bits, packed_linear_tiled
+  // packed_linear's and
   // packed_linear_grad_input_tiled packed_linear_grad_input's.
   m.def(
       "tile_nibbles(Tensor data, Tensor scale0, Tensor scale1, Tensor aux, str grade, int[] shape) "
@@ -34,6 +35,9 @@ TORCH_LIBRARY(grit, m) {
   m.def(
       "untile_nibbles(Tensor tiled_data, Tensor tiled_scale0, str grade, int[] shape) "
       "-> (Tensor data, Tensor scale0)");
+  m.def(
+      "dequantize_tiled(Tensor tiled_data, Tensor tiled_scale0, Tensor scale1, Tensor aux, str grade, "
+      "int[] shape, ScalarType dtype) -> Tensor");
   m.def(
       "packed_linear_tiled(Tensor x, Tensor tiled_data, Tensor tiled_scale0, Tensor scale1, Tensor aux, "
       "str grade, int[] shape, Tensor? bias) -> Tensor");

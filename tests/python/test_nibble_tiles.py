@@ -3,8 +3,9 @@ tile_nibbles / untile_nibbles give the planes back bit for bit, and
 packed_linear_tiled returns packed_linear's bits on every CPU kernel
 variant, grade, activation dtype and batch shape, ragged shapes, NaN and
 infinite scales included; packed_linear_grad_input_tiled returns
-packed_linear_grad_input's bits likewise (W decoded from the tiles); opcheck
-on the four ops; gradients; refusals (other grades, irregular I8S24 quads)."""
+packed_linear_grad_input's bits likewise (W decoded from the tiles), and
+dequantize_tiled dequantize's; opcheck on the five ops; gradients; refusals
+(other grades, irregular I8S24 quads)."""
 
 import pytest
 import torch
@@ -168,6 +169,29 @@ def test_grad_input_from_the_tiles_has_the_planes_bits(isa, grade):
                     (isa, grade, shape, dtype, batch)
 
 
+@pytest.mark.parametrize("grade", GRADES)
+def test_dequantize_from_the_tiles_has_the_planes_bits(isa, grade):
+    for i, shape in enumerate(SHAPES[grade]):
+        planes = _planes(grade, shape, seed=i)
+        tiled = ops.tile_nibbles(planes, grade, shape)
+        for dtype in DTYPES:
+            want = ops.dequantize(planes, grade, shape, dtype)
+            got = ops.dequantize_tiled(tiled, grade, shape, dtype)
+            assert got.dtype == dtype and got.shape == want.shape
+            assert _same_bits(got, want), (isa, grade, shape, dtype)
+
+
+def test_tiled_dequantize_reads_the_tiles():
+    """GritTensor.dequantize() of a tiled weight decodes the tiles in place: no untiled copy."""
+    w = torch_grit.quantize(_x((64,), 256, torch.float32), "MXFP4")
+    assert w.tiled
+    with torch.profiler.profile() as prof:
+        d = w.dequantize()
+    names = {e.name for e in prof.events()}
+    assert "grit::dequantize_tiled" in names and "grit::untile_nibbles" not in names, names
+    assert _same_bits(d, ops.dequantize(w.planes, "MXFP4", (64, 256)))
+
+
 def test_tiled_backward_reads_the_tiles():
     """packed_linear_tiled's backward calls packed_linear_grad_input_tiled: the tiles are never
     untiled for it."""
@@ -188,6 +212,14 @@ def test_opcheck_tile_and_untile(grade):
     torch.library.opcheck(torch.ops.grit.tile_nibbles.default, (*planes, grade, list(shape)))
     tiled = ops.tile_nibbles(planes, grade, shape)
     torch.library.opcheck(torch.ops.grit.untile_nibbles.default, (tiled[0], tiled[1], grade, list(shape)))
+
+
+@pytest.mark.parametrize("grade,dtype", [("MXFP4", torch.float32), ("NVF4", torch.bfloat16),
+                                         ("Q4KS", torch.float16), ("I8S24", torch.float32)])
+def test_opcheck_dequantize_tiled(grade, dtype):
+    shape = (40, 160) if grade != "Q4KS" else (40, 256)
+    tiled = ops.tile_nibbles(_planes(grade, shape), grade, shape)
+    torch.library.opcheck(torch.ops.grit.dequantize_tiled.default, (*tiled, grade, list(shape), dtype))
 
 
 @pytest.mark.parametrize("grade,x_shape,dtype,with_bias", [
@@ -255,6 +287,10 @@ def test_refuses_wrong_sizes_and_types_naming_the_plane():
         ops.packed_linear_tiled(_x((1,), 96, torch.bfloat16), tiled, "MXFP4", shape)
     with pytest.raises(ValueError, match=r"plane 'data' must hold"):
         ops.untile_nibbles([tiled[0][:64], tiled[1]], "MXFP4", shape)
+    with pytest.raises(ValueError, match=r"plane 'scale0' must hold"):
+        ops.dequantize_tiled([tiled[0], tiled[1][:-4], tiled[2], tiled[3]], "MXFP4", shape)
+    with pytest.raises(TypeError, match=r"'dtype' must be a floating dtype"):
+        ops.dequantize_tiled(tiled, "MXFP4", shape, torch.int32)
 
 
 # -- a property: any shape, any plane bytes, any variant -------------------------------------
@@ -269,8 +305,8 @@ from hypothesis import strategies as st  # noqa: E402
        dtype=st.sampled_from(DTYPES), seed=st.integers(0, 2**31 - 1))
 def test_any_shape_and_bytes_give_the_planes_bits(grade, rows, groups, batch, isa, dtype, seed):
     """Uniformly random plane bytes (NaN, zero and non-factoring scale codes, a
-    random per-tensor scale for NVF4) on random ragged shapes: the tiled op
-    returns packed_linear's bits on the variant drawn."""
+    random per-tensor scale for NVF4) on random ragged shapes: the tiled ops
+    return packed_linear's and dequantize's bits on the variant drawn."""
     k = groups * K0.get(grade, 32)
     if grade == "Q4KS":
         rows = 8 * ((rows + 7) // 8)  # level-1 groups of 8 may straddle rows: rows * k/32 a multiple of 8
@@ -287,8 +323,11 @@ def test_any_shape_and_bytes_give_the_planes_bits(grade, rows, groups, batch, is
     previous = _C._set_cpu_isa(isa)
     try:
         want = torch.ops.grit.packed_linear(x, *planes, grade, [rows, k], None)
-        got = ops.packed_linear_tiled(x, ops.tile_nibbles(planes, grade, (rows, k)), grade,
-                                      (rows, k))
+        tiled = ops.tile_nibbles(planes, grade, (rows, k))
+        got = ops.packed_linear_tiled(x, tiled, grade, (rows, k))
+        w_want = torch.ops.grit.dequantize(*planes, grade, [rows, k], dtype)
+        w_got = ops.dequantize_tiled(tiled, grade, (rows, k), dtype)
     finally:
         _C._set_cpu_isa(previous)
     assert _same_bits(got, want), (grade, rows, k, batch, isa, dtype)
+    assert _same_bits(w_got, w_want), ("dequantize", grade, rows, k, isa, dtype)

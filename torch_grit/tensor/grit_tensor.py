@@ -236,8 +236,12 @@ class GritTensor(torch.Tensor):
 
     def dequantize(self):
         """The weight as a plain tensor, by the contract's decode."""
-        w = torch.ops.grit.dequantize(*self.planes, self.grade_canonical, list(self.logical_shape),
-                                      self.logical_dtype)
+        if self.tiled:  # decoded from the tiles in place: no untiled copy
+            w = torch.ops.grit.dequantize_tiled(*self.stored_planes, self.grade_canonical,
+                                                list(self.logical_shape), self.logical_dtype)
+        else:
+            w = torch.ops.grit.dequantize(*self.planes, self.grade_canonical, list(self.logical_shape),
+                                          self.logical_dtype)
         return w.t() if self.transposed else w
 
     def _derive(self, plane_fn=None, **changes):

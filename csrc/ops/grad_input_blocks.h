@@ -64,10 +64,10 @@ void grad_input_blocks(int64_t n, int64_t k, int64_t m, int64_t block_rows, Deco
 // at least kGradTileRows, at most 512 (smaller blocks for small batches
 // measured slower: a parallel region per block); the products added by the variant's
 // grad_input_rows, or by its grad_input_pairs where grad_y is bfloat16 and
-// pairs_ok(gy, count) (KernelTable::grad_input_pairs: the same bits), for
-// one batch row always and for more where pair_gemm_enabled() (the CPU's
-// vendor decides, as for the forward: on an Intel Xeon with AMX the pairs
-// ran 100 ms against the FMA route's 73-75 ms at batch 512).
+// pairs_ok(gy, count) (KernelTable::grad_input_pairs: the same bits) where
+// pair_gemm_enabled() (the CPU's vendor decides, as for the forward: on an
+// Intel Xeon with AMX the pairs ran 100 ms against the FMA route's 73-75 ms
+// at batch 512).
 //
 // On the FMA route of a variant with strips (KernelTable::grad_strip),
 // decode_strips(r0, r1, out, width, stride) first tries to write the block
@@ -77,20 +77,55 @@ void grad_input_blocks(int64_t n, int64_t k, int64_t m, int64_t block_rows, Deco
 // back to the reference), and that block and every later one take decode
 // and grad_input_rows (the reference carries its cursor from block to
 // block). The same bits either way.
+//
+// Small batches (m <= kGradFusedMaxBatch) over a plan the variant's decoder
+// takes (fused_plan, null where there is none) first take
+// KernelTable::grad_input_fused for W's whole tiles: each thread owns
+// columns of grad_x and decodes its columns of every tile a chunk at a time
+// into L1, so W is read once and never written out decoded (the block route
+// wrote and re-read every weight as float32: at batch 1 ten times the
+// forward's time). The rows of a partial last tile continue on the block
+// route. A plan the fused route gives up on (it says so) restarts on the
+// block route from zero. The same operations in the same order throughout.
+// The bound: at 4096x4096 (float32, MXFP4, 2 threads, an Intel Xeon) the
+// fused route took 0.14-0.15 ms a batch row at 32 to 64 rows, the block
+// route about 4 ms plus 0.073 ms a row: they cross near 53 rows.
+constexpr int64_t kGradFusedMaxBatch = 48;
+
 template <class Decode, class DecodeStrips, class PairsOk>
 at::Tensor grad_input_float(const at::Tensor& grad_y, int64_t n, int64_t k, const grit::cpu::KernelTable& kt,
-                            Decode&& decode, DecodeStrips&& decode_strips, PairsOk&& pairs_ok) {
+                            const grit::cpu::LinearPlan* fused_plan, Decode&& decode, DecodeStrips&& decode_strips,
+                            PairsOk&& pairs_ok) {
   const int64_t m = batch_rows(grad_y);
   at::Tensor gx = at::zeros({m, k}, grad_y.options().dtype(at::kFloat));
   if (m > 0 && n > 0 && k > 0) {
     const at::Tensor gy = grad_y.reshape({m, n}).to(at::kFloat).contiguous();
     const float* gyp = gy.const_data_ptr<float>();
     float* gxp = gx.mutable_data_ptr<float>();
+    int64_t first_row = 0;  // rows [0, first_row) already added by the fused route
+    if (fused_plan != nullptr && kt.grad_input_fused != nullptr && m <= kGradFusedMaxBatch &&
+        n >= grit::cpu::kLinearTileRows) {
+      const int64_t chunks = (k + grit::cpu::kGradFusedColumns - 1) / grit::cpu::kGradFusedColumns;
+      std::atomic<bool> fell_back{false};
+      at::parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1) {
+        bool fb = false;
+        const grit::Status s =
+            kt.grad_input_fused(*fused_plan, gyp, m, c0 * grit::cpu::kGradFusedColumns,
+                                std::min(k, c1 * grit::cpu::kGradFusedColumns), gxp, &fb);
+        TORCH_CHECK(s.ok(), "grad_input: ", s.message);
+        if (fb) fell_back.store(true);
+      });
+      if (fell_back.load())
+        gx.zero_();
+      else
+        first_row = n / grit::cpu::kLinearTileRows * grit::cpu::kLinearTileRows;
+    }
     const bool pairs = kt.grad_input_pairs != nullptr && grad_y.scalar_type() == at::kBFloat16 &&
-                       (m == 1 || grit::cpu::pair_gemm_enabled()) && pairs_ok(gyp, m * n);
+                       grit::cpu::pair_gemm_enabled() && pairs_ok(gyp, m * n);
     const auto accumulate_rows = pairs ? kt.grad_input_pairs : kt.grad_input_rows;
     const int64_t block_rows =
-        std::max<int64_t>(kGradTileRows, std::min<int64_t>(512, (int64_t{8} << 20) / (4 * k)) / 16 * 16);
+        first_row > 0 ? grit::cpu::kLinearTileRows  // at most the 15 rows of a partial last tile are left
+                      : std::max<int64_t>(kGradTileRows, std::min<int64_t>(512, (int64_t{8} << 20) / (4 * k)) / 16 * 16);
     const int64_t width = kt.grad_strip;
     const int64_t strips = width > 0 ? (k + width - 1) / width : 0;
     const int64_t stride = block_rows * width;
@@ -99,7 +134,7 @@ at::Tensor grad_input_float(const at::Tensor& grad_y, int64_t n, int64_t k, cons
     float* const strip_rows = strip_buf.empty() ? nullptr : grit::cpu::align64(strip_buf.data());
     bool use_strips = strip_rows != nullptr;
     std::vector<float> rows;
-    for (int64_t r0 = 0; r0 < n; r0 += block_rows) {
+    for (int64_t r0 = first_row; r0 < n; r0 += block_rows) {
       const int64_t r1 = std::min(n, r0 + block_rows);
       const int64_t grain = grad_column_grain(m, r1 - r0);
       if (use_strips && decode_strips(r0, r1, strip_rows, width, stride)) {

@@ -1,5 +1,6 @@
 """packed_linear_grad_input on CPU: grad_x = grad_y W with W decoded a block of rows at a time
-(the active variant's decoder, whose bits are the reference decode's), each element the
+(the active variant's decoder, whose bits are the reference decode's), or for batches of up to 48
+rows decoded a chunk of a tile at a time straight into L1 (the fused route), each element the
 fused multiply-adds acc = fma(grad_y[i, j], W[j, c], acc) in ascending j from +0.0, whatever the
 instruction set, the thread count or the batch. An ordered sum of correctly rounded fused
 multiply-adds, emulated in numpy's binary64, is the oracle.
@@ -79,7 +80,7 @@ def test_every_variant_gives_the_ordered_sum(isa, grade):
         planes = _random_planes(grade, shape, seed=i) if grade.startswith("grit1") else \
             ops.quantize(torch.randn(shape, generator=torch.Generator().manual_seed(i)), grade)
         w = _reference_weight(grade, planes, shape)
-        for m in (1, 3, 9, 13):
+        for m in (1, 3, 9, 13, 70):  # up to 48 rows the fused route, 70 the decoded blocks
             gy = torch.randn(m, shape[0], generator=torch.Generator().manual_seed(m))
             got = _grad(isa, gy, planes, grade, shape)
             assert _same(got, _ordered(gy, w)), (isa, grade, shape, m)
@@ -119,6 +120,32 @@ def test_batches_past_a_pass_of_rows_keep_the_ordered_sum(isa, grade):
     assert _same(alone[0], got[1050]), (isa, grade)
 
 
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("grade", ("MXFP4", "NVF4", "Q4KS", "I8S24", Q8, GPTQ))
+def test_the_fused_route_over_many_chunks_keeps_the_ordered_sum(isa, grade):
+    """Rows of 1280, 1152 and 640 columns: five chunks of 256, and four or two and a short one, split between
+    threads, the rows of a partial last tile continuing on the block route; batches of 1 to 48
+    rows (the fused route) and 49 (the blocks), 1 and 2 threads, a row alone as in the batch."""
+    before = torch.get_num_threads()
+    try:
+        for i, shape in enumerate(((48, 1280), (37, 1152), (21, 640))):
+            if grade == "Q4KS" and shape[1] % 256:
+                continue  # the encoder's rows hold whole 256-column super-blocks
+            planes = ops.quantize(torch.randn(shape, generator=torch.Generator().manual_seed(20 + i)), grade)
+            w = _reference_weight(grade, planes, shape)
+            for m in (1, 6, 48, 49):
+                gy = torch.randn(m, shape[0], generator=torch.Generator().manual_seed(m))
+                want = _ordered(gy, w)
+                for threads in (1, 2):
+                    torch.set_num_threads(threads)
+                    got = _grad(isa, gy, planes, grade, shape)
+                    assert _same(got, want), (isa, grade, shape, m, threads)
+                alone = _grad(isa, gy[m - 1:m], planes, grade, shape)
+                assert _same(alone[0], want[m - 1]), (isa, grade, shape, m)
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_thread_count_does_not_change_the_bits():
     shape = (200, 512)
     planes = ops.quantize(torch.randn(shape), "MXFP4")
@@ -154,7 +181,7 @@ def test_bfloat16_grad_y_over_mxfp4_takes_pairs_with_the_same_bits(pair_gemm_on)
     for shape in ((600, 64), (33, 512), (17, 96)):
         planes = ops.quantize(torch.randn(shape, generator=g), "MXFP4")
         w = _reference_weight("MXFP4", planes, shape)
-        for m in (1, 7):
+        for m in (65, 71):  # batches of up to 48 rows take the fused route instead
             gy = torch.randn(m, shape[0], generator=g).to(torch.bfloat16)
             before = _C._cpu_pair_path_calls()
             got = _grad("avx512_bf16", gy, planes, "MXFP4", shape)
@@ -164,7 +191,7 @@ def test_bfloat16_grad_y_over_mxfp4_takes_pairs_with_the_same_bits(pair_gemm_on)
     planes = ops.quantize(torch.randn(shape, generator=g), "MXFP4")
     planes[1][3] = 60  # one block's weights below 2^-56
     w = _reference_weight("MXFP4", planes, shape)
-    gy = torch.randn(5, shape[0], generator=g).to(torch.bfloat16)
+    gy = torch.randn(70, shape[0], generator=g).to(torch.bfloat16)
     before = _C._cpu_pair_path_calls()
     got = _grad("avx512_bf16", gy, planes, "MXFP4", shape)
     assert _C._cpu_pair_path_calls() == before
@@ -178,7 +205,7 @@ def test_the_tiled_backward_takes_pairs_where_the_planes_would(pair_gemm_on):
     g = torch.Generator().manual_seed(12)
     shape = (40, 96)  # 40 rows: the last tile holds 8
     planes = ops.quantize(torch.randn(shape, generator=g), "MXFP4")
-    gy = torch.randn(3, shape[0], generator=g).to(torch.bfloat16)
+    gy = torch.randn(66, shape[0], generator=g).to(torch.bfloat16)  # past the fused route's 48 rows
     for plant in (None, 60):
         p = [t.clone() for t in planes]
         if plant is not None:
@@ -199,8 +226,8 @@ def test_the_tiled_backward_takes_pairs_where_the_planes_would(pair_gemm_on):
 
 @needs_pairs
 def test_batches_take_pairs_only_where_the_pair_gemm_is_on():
-    """With the pair GEMM off (the choice on non-AMD cores) a batch of 7 takes the FMA route and a
-    single row still takes pairs; the bits are the same either way."""
+    """With the pair GEMM off (the choice on non-AMD cores) a batch of 70 takes the FMA route, with
+    it on the pairs; a single row takes the fused route either way. The same bits throughout."""
     g = torch.Generator().manual_seed(13)
     shape = (64, 96)
     planes = ops.quantize(torch.randn(shape, generator=g), "MXFP4")
@@ -208,11 +235,11 @@ def test_batches_take_pairs_only_where_the_pair_gemm_is_on():
     for mode in (0, 1):
         previous = _C._cpu_set_pair_gemm(mode)
         try:
-            for m in (1, 7):
+            for m in (1, 70):
                 gy = torch.randn(m, shape[0], generator=g).to(torch.bfloat16)
                 before = _C._cpu_pair_path_calls()
                 got = _grad("avx512_bf16", gy, planes, "MXFP4", shape)
-                assert (_C._cpu_pair_path_calls() > before) == (m == 1 or mode == 1), (mode, m)
+                assert (_C._cpu_pair_path_calls() > before) == (m == 70 and mode == 1), (mode, m)
                 assert _same(got, _ordered(gy.float(), w).to(torch.bfloat16)), (mode, m)
         finally:
             _C._cpu_set_pair_gemm(previous)

@@ -124,17 +124,6 @@ Status untiled_tiles(const KernelTable& kt, const TiledNibbles& w, const LinearP
   return Status::Ok();
 }
 
-// The grade's plan for w; where kt reads tiles in place and the plan's
-// kind has a tiled decoder, pointed at the tiles (plan->tiled) and true.
-bool plan_in_place(const KernelTable& kt, const TiledNibbles& w, LinearPlan* plan) {
-  tiled_grade_plan(w, plan);
-  if (!kt.reads_tiles || !tile_layout_kind(plan->kind)) return false;
-  plan->tiled = true;
-  plan->w.planes[0] = Plane{w.data, static_cast<uint64_t>(tiled_plane_bytes(w.n, tiled_data_row_bytes(*w.grade, w.k)))};
-  plan->w.planes[1] =
-      Plane{w.scale0, static_cast<uint64_t>(tiled_plane_bytes(w.n, tiled_scale_row_bytes(*w.grade, w.k)))};
-  return true;
-}
 
 // Sparse planes read by rows need every row's codes at r * k/2: a tiled
 // I8S24 weight must be regular (tile_nibbles refuses others).
@@ -152,7 +141,7 @@ Status tiled_linear_tiles(const KernelTable& kt, const TiledNibbles& w, const fl
                           const float* bias, int64_t tile_begin, int64_t tile_end, float* y) {
   if (tile_begin >= tile_end) return Status::Ok();
   LinearPlan plan;
-  if (plan_in_place(kt, w, &plan)) {
+  if (tiled_plan_in_place(kt, w, &plan)) {
     bool fallback = false;
     const Status s = kt.linear_tiles(plan, x, m, bias, tile_begin, tile_end, y, &fallback);
     if (!s.ok() || !fallback) return s;
@@ -185,11 +174,21 @@ void tiled_grade_plan(const TiledNibbles& w, LinearPlan* plan) {
   make_plan(whole, plan);
 }
 
+bool tiled_plan_in_place(const KernelTable& kt, const TiledNibbles& w, LinearPlan* plan) {
+  tiled_grade_plan(w, plan);
+  if (!kt.reads_tiles || !tile_layout_kind(plan->kind)) return false;
+  plan->tiled = true;
+  plan->w.planes[0] = Plane{w.data, static_cast<uint64_t>(tiled_plane_bytes(w.n, tiled_data_row_bytes(*w.grade, w.k)))};
+  plan->w.planes[1] =
+      Plane{w.scale0, static_cast<uint64_t>(tiled_plane_bytes(w.n, tiled_scale_row_bytes(*w.grade, w.k)))};
+  return true;
+}
+
 Status tiled_decode_tiles(const KernelTable& kt, const TiledNibbles& w, int64_t tile_begin, int64_t tile_end,
                           float* out) {
   if (tile_begin >= tile_end) return Status::Ok();
   LinearPlan plan;
-  if (plan_in_place(kt, w, &plan)) {
+  if (tiled_plan_in_place(kt, w, &plan)) {
     bool fallback = false;
     const Status s = kt.decode_tiles(plan, tile_begin, tile_end, out, &fallback);
     if (!s.ok() || !fallback) return s;
@@ -212,7 +211,7 @@ Status tiled_decode_strips(const KernelTable& kt, const TiledNibbles& w, int64_t
                            float* out, int64_t width, int64_t stride, bool* fallback) {
   if (tile_begin >= tile_end) return Status::Ok();
   LinearPlan plan;
-  if (kt.decode_strips == nullptr || !plan_in_place(kt, w, &plan)) {
+  if (kt.decode_strips == nullptr || !tiled_plan_in_place(kt, w, &plan)) {
     *fallback = true;
     return Status::Ok();
   }

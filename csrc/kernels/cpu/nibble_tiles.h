@@ -74,6 +74,10 @@ Status tiled_linear_tiles(const KernelTable& kt, const TiledNibbles& w, const fl
 // level-1 scale read from scale1); planes 0 and 1 left empty.
 void tiled_grade_plan(const TiledNibbles& w, LinearPlan* plan);
 
+// The grade's plan for w; where kt reads tiles in place and the plan's
+// kind has a tiled decoder, pointed at the tiles (plan->tiled) and true.
+bool tiled_plan_in_place(const KernelTable& kt, const TiledNibbles& w, LinearPlan* plan);
+
 // Rows of tiles [tile_begin, tile_end) of W, row-major into out (row
 // tile_begin*16 first): the reference decode's bits. A table with
 // reads_tiles decodes the tiles in place; the scalar reference untiles them

@@ -25,7 +25,8 @@ namespace {
 const KernelTable kTable{Isa::kAvx2,           &simd_linear_entry,      &simd_decode_entry,
                          &simd_int4g_entry,     true,                    &simd_grad_input_rows,
                          nullptr,               &simd_decode_strips_entry, &simd_grad_input_strips,
-                         kGradStrip,            &simd_decode_columns_entry};
+                         kGradStrip,            &simd_decode_columns_entry,
+                         &simd_grad_input_fused_entry};
 
 }  // namespace
 

@@ -81,11 +81,13 @@ namespace {
 const KernelTable kTable{Isa::kAvx512,         &simd_linear_entry,        &simd_decode_entry,
                          &simd_int4g_entry,     true,                      &simd_grad_input_rows,
                          nullptr,               &simd_decode_strips_entry, &simd_grad_input_strips,
-                         kGradStrip,            &simd_decode_columns_entry};
+                         kGradStrip,            &simd_decode_columns_entry,
+                         &simd_grad_input_fused_entry};
 const KernelTable kBf16Table{Isa::kAvx512Bf16,    &simd_linear_pairs_entry,  &simd_decode_entry,
                              &simd_int4g_entry,   true,                      &simd_grad_input_rows,
                              &simd_grad_input_pairs, &simd_decode_strips_entry, &simd_grad_input_strips,
-                             kGradStrip,            &simd_decode_columns_entry};
+                             kGradStrip,            &simd_decode_columns_entry,
+                             &simd_grad_input_fused_entry};
 
 }  // namespace
 

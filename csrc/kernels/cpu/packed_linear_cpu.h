@@ -206,7 +206,21 @@ struct KernelTable {
   // a fast decoder (out then partly written). Null in the scalar variant.
   Status (*decode_columns)(const LinearPlan& p, int64_t tile_begin, int64_t tile_end, float* out,
                            bool* fallback) = nullptr;
+  // grad_input_rows' bits for W's whole 16-row tiles (rows [0, n/16*16)),
+  // columns [col_begin, col_end) (col_begin a multiple of
+  // kGradFusedColumns), decoded straight from the planes a chunk at a time
+  // and added while in L1: no decoded block of W in memory. grad_x holds
+  // the running sums (zeros to start). The partial last tile, if any, is
+  // left to the caller (grad_input_rows continues from these sums). Sets
+  // *fallback where decode_tiles would fall back and for a plan without a
+  // fast decoder (grad_x then partly updated). May run concurrently on
+  // disjoint column ranges. Null in the scalar variant.
+  Status (*grad_input_fused)(const LinearPlan& p, const float* grad_y, int64_t m, int64_t col_begin,
+                             int64_t col_end, float* grad_x, bool* fallback) = nullptr;
 };
+
+// The column granule of KernelTable::grad_input_fused (the decoders' chunk).
+constexpr int64_t kGradFusedColumns = 256;
 
 // p rounded up to a multiple of 64 bytes (a cache line): the strip buffers
 // of grad_input allocate 64 bytes more than they use and start here.

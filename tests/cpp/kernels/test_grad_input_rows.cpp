@@ -18,6 +18,7 @@
 
 #include "grit/grit.h"
 #include "kernels/cpu/packed_linear_cpu.h"
+#include "kernels/cpu/packed_linear_ref.h"
 #include "kernels/cpu/tile_accumulate.h"
 
 namespace {
@@ -291,3 +292,92 @@ TEST(GradInputRows, PairsAllowedOnlyWhereTheyGiveTheSameBits) {
 }
 
 }  // namespace
+
+// KernelTable::grad_input_fused: every variant's sums over whole tiles,
+// decoded from random planes of every grade with a fast decoder (NaN,
+// infinite and zero scales among them), equal the reference accumulation
+// over the reference decode, for column ranges a thread is handed (whole
+// chunks, the last short) and grad_x holding earlier sums; the rows of a
+// partial last tile are left alone; a plan the decoder gives up on (random
+// I8S24 positions naming one place twice) says so.
+TEST(GradInputRows, FusedDecodeAddsTheReferenceProductsInOrder) {
+  const char* const grades[] = {"MXFP4", "NVF4", "Q4KS", "I8S24", "grit1(e=s8,k0=32,s0=binary16,esr=ratiomaxabs)",
+                                "grit1(e=u4,k0=128,s0=binary16,zp=u4,esr=affineminmax)",
+                                "grit1(e=s4,k0=64,s0=binary16,esr=ratiomaxabs)"};
+  const int64_t shapes[][2] = {{16, 256}, {37, 1280}, {48, 640}};
+  for (const char* name : grades) {
+    grit::Grade parsed;
+    const grit::Grade* g = nullptr;
+    if (const auto* r = grit::reference_grade(name)) {
+      g = r->grade;
+    } else {
+      ASSERT_TRUE(grit::grade_parse(name, &parsed).ok()) << name;
+      g = &parsed;
+    }
+    for (const auto& sh : shapes) {
+      const int64_t n = sh[0], k = sh[1];
+      if (k % g->k0 != 0 || (n * k) % (static_cast<int64_t>(g->k0) * std::max<int64_t>(1, g->k1)) != 0) continue;
+      uint64_t bytes[4];
+      ASSERT_TRUE(grit::grade_plane_bytes(*g, static_cast<uint64_t>(n * k), bytes).ok());
+      std::mt19937 rng(static_cast<uint32_t>(n * 13 + k));
+      std::vector<uint8_t> pl[4];
+      for (int i = 0; i < 4; ++i) {
+        pl[i].resize(bytes[i]);
+        for (auto& b : pl[i]) b = static_cast<uint8_t>(rng());
+      }
+      grit::cpu::PackedWeight w;
+      w.grade = g;
+      w.n = n;
+      w.k = k;
+      for (int i = 0; i < 4; ++i) w.planes[i] = grit::Plane{pl[i].data(), pl[i].size()};
+      std::vector<float> wd(static_cast<size_t>(n * k));
+      uint64_t cursor = 0;
+      ASSERT_TRUE(grit::cpu::decode_rows(w, 0, n, &cursor, wd.data()).ok());
+      grit::cpu::LinearPlan plan;
+      grit::cpu::make_plan(w, &plan);
+      const int64_t whole = n / 16 * 16;
+      for (const int64_t m : {int64_t{1}, int64_t{7}}) {
+        const std::vector<float> gy = values(static_cast<size_t>(m * n), rng, true);
+        const std::vector<float> start = values(static_cast<size_t>(m * k), rng, false);
+        std::vector<float> want = start;
+        grit::cpu::accumulate_grad_input(gy.data(), wd.data(), n, k, 0, whole, 0, m, 0, k, want.data());
+        for (grit::cpu::Isa isa : grit::cpu::kAllIsas) {
+          if (!grit::cpu::isa_supported(isa)) continue;
+          const auto& kt = grit::cpu::kernels_for(isa);
+          if (kt.grad_input_fused == nullptr) continue;
+          std::vector<float> got = start;
+          bool fb = false;
+          // two threads' ranges: [0, 256) and [256, k)
+          ASSERT_TRUE(kt.grad_input_fused(plan, gy.data(), m, 0, 256, got.data(), &fb).ok());
+          ASSERT_TRUE(kt.grad_input_fused(plan, gy.data(), m, 256, k, got.data(), &fb).ok());
+          if (fb) {
+            EXPECT_TRUE(g->has_sp) << name;
+            continue;
+          }
+          for (int64_t i = 0; i < m * k; ++i)
+            ASSERT_TRUE(same(got[i], want[i])) << grit::cpu::isa_name(isa) << " " << name << " " << n << "x" << k
+                                               << " m " << m << " at " << i << ": " << got[i] << " vs " << want[i];
+        }
+      }
+    }
+  }
+  for (grit::cpu::Isa isa : grit::cpu::kAllIsas) {  // a range that starts mid-chunk is refused
+    if (!grit::cpu::isa_supported(isa) || grit::cpu::kernels_for(isa).grad_input_fused == nullptr) continue;
+    grit::cpu::PackedWeight w;
+    w.grade = grit::reference_grade("MXFP4")->grade;
+    w.n = 16;
+    w.k = 512;
+    uint64_t bytes[4];
+    ASSERT_TRUE(grit::grade_plane_bytes(*w.grade, 16 * 512, bytes).ok());
+    std::vector<uint8_t> pl[4];
+    for (int i = 0; i < 4; ++i) {
+      pl[i].assign(bytes[i], 0x3C);
+      w.planes[i] = grit::Plane{pl[i].data(), pl[i].size()};
+    }
+    grit::cpu::LinearPlan plan;
+    grit::cpu::make_plan(w, &plan);
+    std::vector<float> gy(16, 1.0f), gx(512, 0.0f);
+    bool fb = false;
+    EXPECT_FALSE(grit::cpu::kernels_for(isa).grad_input_fused(plan, gy.data(), 1, 128, 512, gx.data(), &fb).ok());
+  }
+}

@@ -100,11 +100,26 @@ struct RowDecoder {
   }
 
   // The forward's B for rows [r0, r1) (r0 a multiple of 32, at most 32
-  // rows) through the decoder's columns (scratch: 32 * k floats); false
-  // where the variant has no such route or its decoder cannot take the
-  // planes (the caller then decodes rows).
+  // rows): from the decoder's registers where the variant packs
+  // (KernelTable::bf16_pack_tile), else through its columns (scratch: 32 * k
+  // floats); false where the variant has no such route or its decoder
+  // cannot take the planes (the caller then decodes rows).
   bool columns(int64_t r0, int64_t r1, float* scratch, uint16_t* B) const {
-    if (!fast || kt.decode_columns == nullptr) return false;
+    if (!fast) return false;
+    if (kt.bf16_pack_tile != nullptr) {  // straight from the decoder's registers into B
+      const int64_t tiles = (r1 - r0 + 15) / 16;
+      bool fb = false;
+      for (int64_t h = 0; h < tiles && !fb; ++h) {
+        const grit::Status s = kt.bf16_pack_tile(plan, r0 / 16 + h, B + h * kBf16Tile, &fb);
+        TORCH_CHECK(s.ok(), op, ": ", s.message);
+      }
+      if (fb) return false;
+      if (tiles == 1)  // the pair's second half: no outputs, zero words
+        for (int64_t c = 0; c < grit::bf16::chunks(w.k); ++c)
+          std::memset(B + (c * 2 + 1) * kBf16Tile, 0, kBf16Tile * sizeof(uint16_t));
+      return true;
+    }
+    if (kt.decode_columns == nullptr) return false;
     bool fb = false;
     const grit::Status s = kt.decode_columns(plan, r0 / 16, (r1 + 15) / 16, scratch, &fb);
     TORCH_CHECK(s.ok(), op, ": ", s.message);

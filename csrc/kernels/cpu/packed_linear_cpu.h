@@ -217,6 +217,15 @@ struct KernelTable {
   // disjoint column ranges. Null in the scalar variant.
   Status (*grad_input_fused)(const LinearPlan& p, const float* grad_y, int64_t m, int64_t col_begin,
                              int64_t col_end, float* grad_x, bool* fallback) = nullptr;
+  // One tile's 16 rows of W as half of a column pair of the bf16 activation
+  // law's weight layout (bf16_amx.h, B: `out` is the pair's B plus h * 512
+  // words for half h), every chunk of the row: the decoder's columns through
+  // from_float, written from registers (the bits of decode_columns followed
+  // by bf16_pack_weight_columns). Lanes past n hold what the decoder repeats
+  // there; positions past k are zero. Sets *fallback where decode_tiles
+  // would fall back and for a plan without a fast decoder. Only where the
+  // CPU converts to bfloat16 (the avx512_bf16 variant); null elsewhere.
+  Status (*bf16_pack_tile)(const LinearPlan& p, int64_t tile, uint16_t* out, bool* fallback) = nullptr;
 };
 
 // The column granule of KernelTable::grad_input_fused (the decoders' chunk).

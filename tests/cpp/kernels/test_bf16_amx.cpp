@@ -208,12 +208,13 @@ TEST(Bf16Kernel, TileMultipliesMatchTheScalarLaw) {
 
 // KernelTable::decode_columns (the forward's route into B): every variant's
 // columns are the reference decode's rows, and B packed from them is B
-// packed from the rows.
+// packed from the rows; so is B from KernelTable::bf16_pack_tile (the
+// decoder's registers straight into B) where the variant has it.
 TEST(Bf16Kernel, DecodedColumnsAreTheDecode) {
   const char* const grades[] = {"MXFP4", "NVF4", "Q4KS", "I8S24", "grit1(e=s8,k0=32,s0=binary16,esr=ratiomaxabs)",
                                 "grit1(e=u4,k0=128,s0=binary16,zp=u4,esr=affineminmax)",
                                 "grit1(e=s4,k0=64,s0=binary16,esr=ratiomaxabs)"};
-  const int64_t shapes[][2] = {{17, 128}, {32, 384}, {40, 256}};
+  const int64_t shapes[][2] = {{17, 128}, {32, 384}, {40, 256}, {20, 80}};  // 80: a last chunk of 16 positions
   for (const char* name : grades) {
     grit::Grade parsed;
     const grit::Grade* g = nullptr;
@@ -265,6 +266,17 @@ TEST(Bf16Kernel, DecodedColumnsAreTheDecode) {
           Buf<uint16_t> from_cols(bf::chunks(k) * 2 * kBf16Tile), from_rows(bf::chunks(k) * 2 * kBf16Tile);
           grit::cpu::bf16_pack_weight_columns(cols.p + (r0 / 16) * 16 * k, (rows + 15) / 16, k, from_cols.p);
           grit::cpu::bf16_pack_weight_rows(ref.data() + r0 * k, k, rows, k, from_rows.p);
+          // straight from the decoder's registers, where the variant packs
+          Buf<uint16_t> from_tiles(bf::chunks(k) * 2 * kBf16Tile);
+          bool packed = false;
+          if (kt.bf16_pack_tile != nullptr) {
+            packed = true;
+            for (int h = 0; h < (rows + 15) / 16; ++h) {
+              bool tfb = false;
+              ASSERT_TRUE(kt.bf16_pack_tile(plan, r0 / 16 + h, from_tiles.p + h * kBf16Tile, &tfb).ok());
+              ASSERT_FALSE(tfb) << name;
+            }
+          }
           // lanes past n repeat the last row in the columns (their outputs are never kept)
           for (int64_t c = 0; c < bf::chunks(k); ++c)
             for (int h = 0; h < 2; ++h)
@@ -274,6 +286,9 @@ TEST(Bf16Kernel, DecodedColumnsAreTheDecode) {
                     for (int q = 0; q < 2; ++q) {
                       const int64_t at = (c * 2 + h) * kBf16Tile + p * 32 + j * 2 + q;
                       ASSERT_EQ(from_cols.p[at], from_rows.p[at]) << name << " " << grit::cpu::isa_name(isa);
+                      if (packed)
+                        ASSERT_EQ(from_tiles.p[at], from_rows.p[at])
+                            << name << " " << grit::cpu::isa_name(isa) << " chunk " << c << " pair " << p;
                     }
         }
       }

@@ -128,6 +128,18 @@ struct RowDecoder {
     return true;
   }
 
+  // grad_input's B for the tile from row r0 (a multiple of 16): positions
+  // first .. first + 15 of a block of block_chunks chunks, from the
+  // decoder's registers (KernelTable::bf16_pack_cols_tile); false where the
+  // variant has no such route or its decoder cannot take the planes.
+  bool pack_cols(int64_t r0, int64_t first, int64_t block_chunks, uint16_t* B) const {
+    if (!fast || kt.bf16_pack_cols_tile == nullptr) return false;
+    bool fb = false;
+    const grit::Status s = kt.bf16_pack_cols_tile(plan, r0 / 16, first, block_chunks, B, &fb);
+    TORCH_CHECK(s.ok(), op, ": ", s.message);
+    return !fb;
+  }
+
   // The 16-row tile from row r0 (a multiple of 16) column by column into
   // out (16 * k floats); false where the variant has no such route or its
   // decoder cannot take the planes.
@@ -315,6 +327,7 @@ at::Tensor packed_linear_bf16_grad_input_cpu(const at::Tensor& grad_y, const at:
       float* wrows = thread_scratch().rows.get(static_cast<size_t>(16 * k));
       for (int64_t g = gb; g < ge; ++g) {
         const int64_t a = r0 + 16 * g, got = std::max<int64_t>(0, std::min<int64_t>(16, n - a));
+        if (got > 0 && decode.pack_cols(a, 16 * g, bc, B)) continue;
         if (got > 0 && decode.tile_columns(a, wrows)) {
           grit::cpu::bf16_pack_weight_cols_from_columns(wrows, static_cast<int>(got), k, 16 * g, bc, B);
           continue;

@@ -108,19 +108,25 @@ def test_forward_and_grad_input_follow_the_stated_law(grade):
 
 @pytest.mark.parametrize("isa", tuple(_C.cpu_isas_supported()))
 def test_every_variant_builds_the_weight_operand_by_the_law(isa):
-    """The forward's weight operand comes from the variant's decoder (straight from its registers on
+    """The weight operands come from the variant's decoder (straight from its registers on
     avx512_bf16, through its columns elsewhere, the reference on scalar): the law's bits on every
-    variant, a last chunk of 16 positions (NVF4 at 80 in-features) and a pair of 32 rows half used."""
+    variant for the forward and grad_input, a last chunk of 16 positions (NVF4 at 80 in-features),
+    a pair of 32 rows half used, partial tiles."""
     for grade, shape in (("NVF4", (33, 80)), ("MXFP4", (17, 96)), ("Q4KS", (20, 256)), ("I8S24", (48, 160))):
         q = _weight(grade, shape, seed=12)
         x = torch.randn(3, shape[1], generator=torch.Generator().manual_seed(13))
-        want = _law(_to_bf16(x.numpy()), _to_bf16(q.dequantize().numpy()))
+        gy = torch.randn(3, shape[0], generator=torch.Generator().manual_seed(14))
+        wd = _to_bf16(q.dequantize().numpy())
+        want = _law(_to_bf16(x.numpy()), wd)
+        gwant = _law(_to_bf16(gy.numpy()), np.ascontiguousarray(wd.T))
         previous = _C._set_cpu_isa(isa)
         try:
             y = ops.packed_linear_bf16(x, *_args(q))
+            gx = ops.packed_linear_bf16_grad_input(gy, *_args(q))
         finally:
             _C._set_cpu_isa(previous)
         assert np.array_equal(y.numpy().view(np.int32), want.view(np.int32)), (isa, grade, shape)
+        assert np.array_equal(gx.numpy().view(np.int32), gwant.view(np.int32)), (isa, grade, shape)
 
 
 # --------------------------------------------------------------------------- the tile kernel's bits

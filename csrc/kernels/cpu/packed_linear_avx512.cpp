@@ -87,7 +87,8 @@ const KernelTable kBf16Table{Isa::kAvx512Bf16,    &simd_linear_pairs_entry,  &si
                              &simd_int4g_entry,   true,                      &simd_grad_input_rows,
                              &simd_grad_input_pairs, &simd_decode_strips_entry, &simd_grad_input_strips,
                              kGradStrip,            &simd_decode_columns_entry,
-                             &simd_grad_input_fused_entry, &simd_bf16_pack_tile_entry};
+                             &simd_grad_input_fused_entry, &simd_bf16_pack_tile_entry,
+                             &simd_bf16_pack_cols_tile_entry};
 
 }  // namespace
 

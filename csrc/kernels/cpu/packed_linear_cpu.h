@@ -226,6 +226,14 @@ struct KernelTable {
   // would fall back and for a plan without a fast decoder. Only where the
   // CPU converts to bfloat16 (the avx512_bf16 variant); null elsewhere.
   Status (*bf16_pack_tile)(const LinearPlan& p, int64_t tile, uint16_t* out, bool* fallback) = nullptr;
+  // The same tile as grad_input's weight operand of that law (bf16_amx.h,
+  // bf16_pack_weight_cols: its rows are positions first .. first + 15 of a
+  // block of block_chunks chunks, first a multiple of 16; every column pair
+  // gets its part): the bits of decode_columns followed by
+  // bf16_pack_weight_cols_from_columns, positions past n zero. Sets
+  // *fallback as bf16_pack_tile does. avx512_bf16 only; null elsewhere.
+  Status (*bf16_pack_cols_tile)(const LinearPlan& p, int64_t tile, int64_t first, int64_t block_chunks, uint16_t* B,
+                                bool* fallback) = nullptr;
 };
 
 // The column granule of KernelTable::grad_input_fused (the decoders' chunk).

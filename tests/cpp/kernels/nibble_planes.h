@@ -19,6 +19,18 @@ struct Planes {
   std::vector<uint8_t> p[4];
 };
 
+// A reference grade by its name, else the canonical string parsed into *parsed.
+inline const grit::Grade* grade_named(const char* name, grit::Grade* parsed) {
+  if (const auto* r = grit::reference_grade(name)) return r->grade;
+  EXPECT_TRUE(grit::grade_parse(name, parsed).ok()) << name;
+  return parsed;
+}
+
+// Whether rows of k columns hold whole groups of g, and n rows whole level-1 groups.
+inline bool whole_groups(const grit::Grade& g, int64_t n, int64_t k) {
+  return k % g.k0 == 0 && (n * k) % (static_cast<int64_t>(g.k0) * (g.k1 > 0 ? g.k1 : 1)) == 0;
+}
+
 // Uniformly random bytes in each plane (sized by the grade's equations).
 inline Planes random_planes(const grit::Grade& g, int64_t n, int64_t k, uint32_t seed) {
   uint64_t bytes[4];

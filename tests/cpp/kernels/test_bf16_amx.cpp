@@ -12,6 +12,7 @@
 #include "grit/bf16_linear.h"
 #include "kernels/cpu/bf16_amx.h"
 #include "kernels/cpu/packed_linear_cpu.h"
+#include "nibble_planes.h"
 
 namespace bf = grit::bf16;
 using grit::cpu::kBf16Tile;
@@ -209,7 +210,8 @@ TEST(Bf16Kernel, TileMultipliesMatchTheScalarLaw) {
 // KernelTable::decode_columns (the forward's route into B): every variant's
 // columns are the reference decode's rows, and B packed from them is B
 // packed from the rows; so is B from KernelTable::bf16_pack_tile (the
-// decoder's registers straight into B) where the variant has it.
+// decoder's registers straight into B) where the variant has it, and
+// grad_input's B from bf16_pack_cols_tile is the column packer's.
 TEST(Bf16Kernel, DecodedColumnsAreTheDecode) {
   const char* const grades[] = {"MXFP4", "NVF4", "Q4KS", "I8S24", "grit1(e=s8,k0=32,s0=binary16,esr=ratiomaxabs)",
                                 "grit1(e=u4,k0=128,s0=binary16,zp=u4,esr=affineminmax)",
@@ -217,29 +219,12 @@ TEST(Bf16Kernel, DecodedColumnsAreTheDecode) {
   const int64_t shapes[][2] = {{17, 128}, {32, 384}, {40, 256}, {20, 80}};  // 80: a last chunk of 16 positions
   for (const char* name : grades) {
     grit::Grade parsed;
-    const grit::Grade* g = nullptr;
-    if (const auto* r = grit::reference_grade(name)) {
-      g = r->grade;
-    } else {
-      ASSERT_TRUE(grit::grade_parse(name, &parsed).ok()) << name;
-      g = &parsed;
-    }
+    const grit::Grade* g = nibble_test::grade_named(name, &parsed);
     for (const auto& sh : shapes) {
       const int64_t n = sh[0], k = sh[1];
-      if (k % g->k0 != 0 || (n * k) % (static_cast<int64_t>(g->k0) * std::max<int64_t>(1, g->k1)) != 0) continue;
-      uint64_t bytes[4];
-      ASSERT_TRUE(grit::grade_plane_bytes(*g, static_cast<uint64_t>(n * k), bytes).ok());
-      std::mt19937 rng(static_cast<uint32_t>(n * 7 + k));
-      std::vector<uint8_t> pl[4];
-      for (int i = 0; i < 4; ++i) {
-        pl[i].resize(bytes[i]);
-        for (auto& b : pl[i]) b = static_cast<uint8_t>(rng());
-      }
-      grit::cpu::PackedWeight w;
-      w.grade = g;
-      w.n = n;
-      w.k = k;
-      for (int i = 0; i < 4; ++i) w.planes[i] = grit::Plane{pl[i].data(), pl[i].size()};
+      if (!nibble_test::whole_groups(*g, n, k)) continue;
+      const nibble_test::Planes pl = nibble_test::random_planes(*g, n, k, static_cast<uint32_t>(n * 7 + k));
+      const grit::cpu::PackedWeight w = nibble_test::packed(*g, pl, n, k);
       std::vector<float> ref(n * k);
       uint64_t cursor = 0;
       ASSERT_TRUE(grit::cpu::decode_rows(w, 0, n, &cursor, ref.data()).ok());
@@ -261,6 +246,22 @@ TEST(Bf16Kernel, DecodedColumnsAreTheDecode) {
           for (int64_t c = 0; c < k; ++c)
             ASSERT_TRUE(same(cols.p[(r / 16) * 16 * k + c * 16 + r % 16], ref[r * k + c]))
                 << grit::cpu::isa_name(isa) << " " << name << " row " << r << " col " << c;
+        // grad_input's B straight from the decoder's registers, where the variant packs:
+        // each tile as positions 16 (t % 2) .. of a block of 2 chunks
+        if (kt.bf16_pack_cols_tile != nullptr)
+          for (int64_t t = 0; t < tiles; ++t) {
+            const int rows = static_cast<int>(std::min<int64_t>(16, n - 16 * t));
+            const int64_t first = 16 * (t % 2), words = bf::chunks(k) * 2 * 2 * kBf16Tile;
+            Buf<uint16_t> want(words), got(words);
+            std::fill(want.p, want.p + words, uint16_t{0xABCD});
+            std::fill(got.p, got.p + words, uint16_t{0xABCD});
+            grit::cpu::bf16_pack_weight_cols_from_columns(cols.p + t * 16 * k, rows, k, first, 2, want.p);
+            bool tfb = false;
+            ASSERT_TRUE(kt.bf16_pack_cols_tile(plan, t, first, 2, got.p, &tfb).ok());
+            ASSERT_FALSE(tfb) << name;
+            for (int64_t i = 0; i < words; ++i)
+              ASSERT_EQ(got.p[i], want.p[i]) << name << " " << grit::cpu::isa_name(isa) << " tile " << t << " at " << i;
+          }
         for (int64_t r0 = 0; r0 < n; r0 += 32) {
           const int rows = static_cast<int>(std::min<int64_t>(32, n - r0));
           Buf<uint16_t> from_cols(bf::chunks(k) * 2 * kBf16Tile), from_rows(bf::chunks(k) * 2 * kBf16Tile);
@@ -286,9 +287,10 @@ TEST(Bf16Kernel, DecodedColumnsAreTheDecode) {
                     for (int q = 0; q < 2; ++q) {
                       const int64_t at = (c * 2 + h) * kBf16Tile + p * 32 + j * 2 + q;
                       ASSERT_EQ(from_cols.p[at], from_rows.p[at]) << name << " " << grit::cpu::isa_name(isa);
-                      if (packed)
+                      if (packed) {
                         ASSERT_EQ(from_tiles.p[at], from_rows.p[at])
                             << name << " " << grit::cpu::isa_name(isa) << " chunk " << c << " pair " << p;
+                      }
                     }
         }
       }

@@ -20,6 +20,7 @@
 #include "kernels/cpu/packed_linear_cpu.h"
 #include "kernels/cpu/packed_linear_ref.h"
 #include "kernels/cpu/tile_accumulate.h"
+#include "nibble_planes.h"
 
 namespace {
 
@@ -307,29 +308,13 @@ TEST(GradInputRows, FusedDecodeAddsTheReferenceProductsInOrder) {
   const int64_t shapes[][2] = {{16, 256}, {37, 1280}, {48, 640}};
   for (const char* name : grades) {
     grit::Grade parsed;
-    const grit::Grade* g = nullptr;
-    if (const auto* r = grit::reference_grade(name)) {
-      g = r->grade;
-    } else {
-      ASSERT_TRUE(grit::grade_parse(name, &parsed).ok()) << name;
-      g = &parsed;
-    }
+    const grit::Grade* g = nibble_test::grade_named(name, &parsed);
     for (const auto& sh : shapes) {
       const int64_t n = sh[0], k = sh[1];
-      if (k % g->k0 != 0 || (n * k) % (static_cast<int64_t>(g->k0) * std::max<int64_t>(1, g->k1)) != 0) continue;
-      uint64_t bytes[4];
-      ASSERT_TRUE(grit::grade_plane_bytes(*g, static_cast<uint64_t>(n * k), bytes).ok());
-      std::mt19937 rng(static_cast<uint32_t>(n * 13 + k));
-      std::vector<uint8_t> pl[4];
-      for (int i = 0; i < 4; ++i) {
-        pl[i].resize(bytes[i]);
-        for (auto& b : pl[i]) b = static_cast<uint8_t>(rng());
-      }
-      grit::cpu::PackedWeight w;
-      w.grade = g;
-      w.n = n;
-      w.k = k;
-      for (int i = 0; i < 4; ++i) w.planes[i] = grit::Plane{pl[i].data(), pl[i].size()};
+      if (!nibble_test::whole_groups(*g, n, k)) continue;
+      const nibble_test::Planes pl = nibble_test::random_planes(*g, n, k, static_cast<uint32_t>(n * 13 + k));
+      const grit::cpu::PackedWeight w = nibble_test::packed(*g, pl, n, k);
+      std::mt19937 rng(static_cast<uint32_t>(n * 17 + k));
       std::vector<float> wd(static_cast<size_t>(n * k));
       uint64_t cursor = 0;
       ASSERT_TRUE(grit::cpu::decode_rows(w, 0, n, &cursor, wd.data()).ok());

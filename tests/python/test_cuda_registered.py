@@ -14,7 +14,8 @@ import torch_grit  # noqa: F401  (loads torch_grit._C, which registers the ops)
 # The ops with a device kernel; the CPU tile layout's ops are CPU-only.
 CUDA_OPS = ("check", "dequantize", "pack_activations", "packed_linear", "packed_linear_exact",
             "packed_linear_grad_input", "quantize")
-CPU_ONLY_OPS = ("packed_linear_tiled", "packed_linear_grad_input_tiled", "tile_nibbles", "untile_nibbles")
+CPU_ONLY_OPS = ("dequantize_tiled", "packed_linear_tiled", "packed_linear_grad_input_tiled", "tile_nibbles",
+                "untile_nibbles")
 
 pytestmark = [
     pytest.mark.skipif(torch.version.cuda is None,

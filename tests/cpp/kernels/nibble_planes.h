@@ -12,12 +12,20 @@
 
 #include "grit/grit.h"
 #include "kernels/cpu/packed_linear_cpu.h"
+#include "kernels/cpu/packed_linear_ref.h"
 
 namespace nibble_test {
 
 struct Planes {
   std::vector<uint8_t> p[4];
 };
+
+// One grade of each fast decoder kind: the reference grades, ggml Q8_0's,
+// GPTQ/AWQ's u4 with zero points, compressed-tensors' s4 groups.
+inline constexpr const char* kFastGrades[] = {"MXFP4", "NVF4", "Q4KS", "I8S24",
+                                              "grit1(e=s8,k0=32,s0=binary16,esr=ratiomaxabs)",
+                                              "grit1(e=u4,k0=128,s0=binary16,zp=u4,esr=affineminmax)",
+                                              "grit1(e=s4,k0=64,s0=binary16,esr=ratiomaxabs)"};
 
 // A reference grade by its name, else the canonical string parsed into *parsed.
 inline const grit::Grade* grade_named(const char* name, grit::Grade* parsed) {
@@ -67,6 +75,27 @@ inline std::vector<float> activations(int64_t count, bool bf16, uint32_t seed) {
     }
   }
   return x;
+}
+
+// f(name, grade, n, k, w, decoded) for every grade of kFastGrades and each
+// shape {n, k} that holds its whole groups: uniformly random planes (seeded
+// n * seed_mul + k) and their reference decode, row-major.
+template <size_t S, class F>
+void for_each_random_weight(const int64_t (&shapes)[S][2], uint32_t seed_mul, F&& f) {
+  for (const char* name : kFastGrades) {
+    grit::Grade parsed;
+    const grit::Grade* g = grade_named(name, &parsed);
+    for (const auto& sh : shapes) {
+      const int64_t n = sh[0], k = sh[1];
+      if (!whole_groups(*g, n, k)) continue;
+      const Planes pl = random_planes(*g, n, k, static_cast<uint32_t>(n) * seed_mul + static_cast<uint32_t>(k));
+      const grit::cpu::PackedWeight w = packed(*g, pl, n, k);
+      std::vector<float> decoded(static_cast<size_t>(n * k));
+      uint64_t cursor = 0;
+      ASSERT_TRUE(grit::cpu::decode_rows(w, 0, n, &cursor, decoded.data()).ok()) << name;
+      f(name, *g, n, k, w, decoded);
+    }
+  }
 }
 
 }  // namespace nibble_test

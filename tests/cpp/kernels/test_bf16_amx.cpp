@@ -213,89 +213,76 @@ TEST(Bf16Kernel, TileMultipliesMatchTheScalarLaw) {
 // decoder's registers straight into B) where the variant has it, and
 // grad_input's B from bf16_pack_cols_tile is the column packer's.
 TEST(Bf16Kernel, DecodedColumnsAreTheDecode) {
-  const char* const grades[] = {"MXFP4", "NVF4", "Q4KS", "I8S24", "grit1(e=s8,k0=32,s0=binary16,esr=ratiomaxabs)",
-                                "grit1(e=u4,k0=128,s0=binary16,zp=u4,esr=affineminmax)",
-                                "grit1(e=s4,k0=64,s0=binary16,esr=ratiomaxabs)"};
   const int64_t shapes[][2] = {{17, 128}, {32, 384}, {40, 256}, {20, 80}};  // 80: a last chunk of 16 positions
-  for (const char* name : grades) {
-    grit::Grade parsed;
-    const grit::Grade* g = nibble_test::grade_named(name, &parsed);
-    for (const auto& sh : shapes) {
-      const int64_t n = sh[0], k = sh[1];
-      if (!nibble_test::whole_groups(*g, n, k)) continue;
-      const nibble_test::Planes pl = nibble_test::random_planes(*g, n, k, static_cast<uint32_t>(n * 7 + k));
-      const grit::cpu::PackedWeight w = nibble_test::packed(*g, pl, n, k);
-      std::vector<float> ref(n * k);
-      uint64_t cursor = 0;
-      ASSERT_TRUE(grit::cpu::decode_rows(w, 0, n, &cursor, ref.data()).ok());
-      grit::cpu::LinearPlan plan;
-      grit::cpu::make_plan(w, &plan);
-      const int64_t tiles = grit::cpu::linear_tile_count(n);
-      for (grit::cpu::Isa isa : grit::cpu::kAllIsas) {
-        if (!grit::cpu::isa_supported(isa)) continue;
-        const auto& kt = grit::cpu::kernels_for(isa);
-        if (kt.decode_columns == nullptr) continue;
-        Buf<float> cols(tiles * 16 * k);
-        bool fb = false;
-        ASSERT_TRUE(kt.decode_columns(plan, 0, tiles, cols.p, &fb).ok());
-        if (fb) {  // random I8S24 positions may name one position twice: the decoder says so
-          EXPECT_TRUE(g->has_sp) << name;
-          continue;
+  nibble_test::for_each_random_weight(shapes, 7, [&](const char* name, const grit::Grade& g, int64_t n, int64_t k,
+                                                     const grit::cpu::PackedWeight& w, const std::vector<float>& ref) {
+    grit::cpu::LinearPlan plan;
+    grit::cpu::make_plan(w, &plan);
+    const int64_t tiles = grit::cpu::linear_tile_count(n);
+    for (grit::cpu::Isa isa : grit::cpu::kAllIsas) {
+      if (!grit::cpu::isa_supported(isa)) continue;
+      const auto& kt = grit::cpu::kernels_for(isa);
+      if (kt.decode_columns == nullptr) continue;
+      Buf<float> cols(tiles * 16 * k);
+      bool fb = false;
+      ASSERT_TRUE(kt.decode_columns(plan, 0, tiles, cols.p, &fb).ok());
+      if (fb) {  // random I8S24 positions may name one position twice: the decoder says so
+        EXPECT_TRUE(g.has_sp) << name;
+        continue;
+      }
+      for (int64_t r = 0; r < n; ++r)
+        for (int64_t c = 0; c < k; ++c)
+          ASSERT_TRUE(same(cols.p[(r / 16) * 16 * k + c * 16 + r % 16], ref[r * k + c]))
+              << grit::cpu::isa_name(isa) << " " << name << " row " << r << " col " << c;
+      // grad_input's B straight from the decoder's registers, where the variant packs:
+      // each tile as positions 16 (t % 2) .. of a block of 2 chunks
+      if (kt.bf16_pack_cols_tile != nullptr)
+        for (int64_t t = 0; t < tiles; ++t) {
+          const int rows = static_cast<int>(std::min<int64_t>(16, n - 16 * t));
+          const int64_t first = 16 * (t % 2), words = bf::chunks(k) * 2 * 2 * kBf16Tile;
+          Buf<uint16_t> want(words), got(words);
+          std::fill(want.p, want.p + words, uint16_t{0xABCD});
+          std::fill(got.p, got.p + words, uint16_t{0xABCD});
+          grit::cpu::bf16_pack_weight_cols_from_columns(cols.p + t * 16 * k, rows, k, first, 2, want.p);
+          bool tfb = false;
+          ASSERT_TRUE(kt.bf16_pack_cols_tile(plan, t, first, 2, got.p, &tfb).ok());
+          ASSERT_FALSE(tfb) << name;
+          for (int64_t i = 0; i < words; ++i)
+            ASSERT_EQ(got.p[i], want.p[i]) << name << " " << grit::cpu::isa_name(isa) << " tile " << t << " at " << i;
         }
-        for (int64_t r = 0; r < n; ++r)
-          for (int64_t c = 0; c < k; ++c)
-            ASSERT_TRUE(same(cols.p[(r / 16) * 16 * k + c * 16 + r % 16], ref[r * k + c]))
-                << grit::cpu::isa_name(isa) << " " << name << " row " << r << " col " << c;
-        // grad_input's B straight from the decoder's registers, where the variant packs:
-        // each tile as positions 16 (t % 2) .. of a block of 2 chunks
-        if (kt.bf16_pack_cols_tile != nullptr)
-          for (int64_t t = 0; t < tiles; ++t) {
-            const int rows = static_cast<int>(std::min<int64_t>(16, n - 16 * t));
-            const int64_t first = 16 * (t % 2), words = bf::chunks(k) * 2 * 2 * kBf16Tile;
-            Buf<uint16_t> want(words), got(words);
-            std::fill(want.p, want.p + words, uint16_t{0xABCD});
-            std::fill(got.p, got.p + words, uint16_t{0xABCD});
-            grit::cpu::bf16_pack_weight_cols_from_columns(cols.p + t * 16 * k, rows, k, first, 2, want.p);
+      for (int64_t r0 = 0; r0 < n; r0 += 32) {
+        const int rows = static_cast<int>(std::min<int64_t>(32, n - r0));
+        Buf<uint16_t> from_cols(bf::chunks(k) * 2 * kBf16Tile), from_rows(bf::chunks(k) * 2 * kBf16Tile);
+        grit::cpu::bf16_pack_weight_columns(cols.p + (r0 / 16) * 16 * k, (rows + 15) / 16, k, from_cols.p);
+        grit::cpu::bf16_pack_weight_rows(ref.data() + r0 * k, k, rows, k, from_rows.p);
+        // straight from the decoder's registers, where the variant packs
+        Buf<uint16_t> from_tiles(bf::chunks(k) * 2 * kBf16Tile);
+        bool packed = false;
+        if (kt.bf16_pack_tile != nullptr) {
+          packed = true;
+          for (int h = 0; h < (rows + 15) / 16; ++h) {
             bool tfb = false;
-            ASSERT_TRUE(kt.bf16_pack_cols_tile(plan, t, first, 2, got.p, &tfb).ok());
+            ASSERT_TRUE(kt.bf16_pack_tile(plan, r0 / 16 + h, from_tiles.p + h * kBf16Tile, &tfb).ok());
             ASSERT_FALSE(tfb) << name;
-            for (int64_t i = 0; i < words; ++i)
-              ASSERT_EQ(got.p[i], want.p[i]) << name << " " << grit::cpu::isa_name(isa) << " tile " << t << " at " << i;
           }
-        for (int64_t r0 = 0; r0 < n; r0 += 32) {
-          const int rows = static_cast<int>(std::min<int64_t>(32, n - r0));
-          Buf<uint16_t> from_cols(bf::chunks(k) * 2 * kBf16Tile), from_rows(bf::chunks(k) * 2 * kBf16Tile);
-          grit::cpu::bf16_pack_weight_columns(cols.p + (r0 / 16) * 16 * k, (rows + 15) / 16, k, from_cols.p);
-          grit::cpu::bf16_pack_weight_rows(ref.data() + r0 * k, k, rows, k, from_rows.p);
-          // straight from the decoder's registers, where the variant packs
-          Buf<uint16_t> from_tiles(bf::chunks(k) * 2 * kBf16Tile);
-          bool packed = false;
-          if (kt.bf16_pack_tile != nullptr) {
-            packed = true;
-            for (int h = 0; h < (rows + 15) / 16; ++h) {
-              bool tfb = false;
-              ASSERT_TRUE(kt.bf16_pack_tile(plan, r0 / 16 + h, from_tiles.p + h * kBf16Tile, &tfb).ok());
-              ASSERT_FALSE(tfb) << name;
-            }
-          }
-          // lanes past n repeat the last row in the columns (their outputs are never kept)
-          for (int64_t c = 0; c < bf::chunks(k); ++c)
-            for (int h = 0; h < 2; ++h)
-              for (int p = 0; p < 16; ++p)
-                for (int j = 0; j < 16; ++j)
-                  if (16 * h + j < rows)
-                    for (int q = 0; q < 2; ++q) {
-                      const int64_t at = (c * 2 + h) * kBf16Tile + p * 32 + j * 2 + q;
-                      ASSERT_EQ(from_cols.p[at], from_rows.p[at]) << name << " " << grit::cpu::isa_name(isa);
-                      if (packed) {
-                        ASSERT_EQ(from_tiles.p[at], from_rows.p[at])
-                            << name << " " << grit::cpu::isa_name(isa) << " chunk " << c << " pair " << p;
-                      }
-                    }
         }
+        // lanes past n repeat the last row in the columns (their outputs are never kept)
+        for (int64_t c = 0; c < bf::chunks(k); ++c)
+          for (int h = 0; h < 2; ++h)
+            for (int p = 0; p < 16; ++p)
+              for (int j = 0; j < 16; ++j)
+                if (16 * h + j < rows)
+                  for (int q = 0; q < 2; ++q) {
+                    const int64_t at = (c * 2 + h) * kBf16Tile + p * 32 + j * 2 + q;
+                    ASSERT_EQ(from_cols.p[at], from_rows.p[at]) << name << " " << grit::cpu::isa_name(isa);
+                    if (packed) {
+                      ASSERT_EQ(from_tiles.p[at], from_rows.p[at])
+                          << name << " " << grit::cpu::isa_name(isa) << " chunk " << c << " pair " << p;
+                    }
+                  }
       }
     }
-  }
+  });
 }
 
 // grad_input's B from a tile's columns is grad_input's B from its rows (lanes

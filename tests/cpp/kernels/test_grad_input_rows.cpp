@@ -302,50 +302,37 @@ TEST(GradInputRows, PairsAllowedOnlyWhereTheyGiveTheSameBits) {
 // partial last tile are left alone; a plan the decoder gives up on (random
 // I8S24 positions naming one place twice) says so.
 TEST(GradInputRows, FusedDecodeAddsTheReferenceProductsInOrder) {
-  const char* const grades[] = {"MXFP4", "NVF4", "Q4KS", "I8S24", "grit1(e=s8,k0=32,s0=binary16,esr=ratiomaxabs)",
-                                "grit1(e=u4,k0=128,s0=binary16,zp=u4,esr=affineminmax)",
-                                "grit1(e=s4,k0=64,s0=binary16,esr=ratiomaxabs)"};
   const int64_t shapes[][2] = {{16, 256}, {37, 1280}, {48, 640}};
-  for (const char* name : grades) {
-    grit::Grade parsed;
-    const grit::Grade* g = nibble_test::grade_named(name, &parsed);
-    for (const auto& sh : shapes) {
-      const int64_t n = sh[0], k = sh[1];
-      if (!nibble_test::whole_groups(*g, n, k)) continue;
-      const nibble_test::Planes pl = nibble_test::random_planes(*g, n, k, static_cast<uint32_t>(n * 13 + k));
-      const grit::cpu::PackedWeight w = nibble_test::packed(*g, pl, n, k);
-      std::mt19937 rng(static_cast<uint32_t>(n * 17 + k));
-      std::vector<float> wd(static_cast<size_t>(n * k));
-      uint64_t cursor = 0;
-      ASSERT_TRUE(grit::cpu::decode_rows(w, 0, n, &cursor, wd.data()).ok());
-      grit::cpu::LinearPlan plan;
-      grit::cpu::make_plan(w, &plan);
-      const int64_t whole = n / 16 * 16;
-      for (const int64_t m : {int64_t{1}, int64_t{7}}) {
-        const std::vector<float> gy = values(static_cast<size_t>(m * n), rng, true);
-        const std::vector<float> start = values(static_cast<size_t>(m * k), rng, false);
-        std::vector<float> want = start;
-        grit::cpu::accumulate_grad_input(gy.data(), wd.data(), n, k, 0, whole, 0, m, 0, k, want.data());
-        for (grit::cpu::Isa isa : grit::cpu::kAllIsas) {
-          if (!grit::cpu::isa_supported(isa)) continue;
-          const auto& kt = grit::cpu::kernels_for(isa);
-          if (kt.grad_input_fused == nullptr) continue;
-          std::vector<float> got = start;
-          bool fb = false;
-          // two threads' ranges: [0, 256) and [256, k)
-          ASSERT_TRUE(kt.grad_input_fused(plan, gy.data(), m, 0, 256, got.data(), &fb).ok());
-          ASSERT_TRUE(kt.grad_input_fused(plan, gy.data(), m, 256, k, got.data(), &fb).ok());
-          if (fb) {
-            EXPECT_TRUE(g->has_sp) << name;
-            continue;
-          }
-          for (int64_t i = 0; i < m * k; ++i)
-            ASSERT_TRUE(same(got[i], want[i])) << grit::cpu::isa_name(isa) << " " << name << " " << n << "x" << k
-                                               << " m " << m << " at " << i << ": " << got[i] << " vs " << want[i];
+  nibble_test::for_each_random_weight(shapes, 13, [&](const char* name, const grit::Grade& g, int64_t n, int64_t k,
+                                                      const grit::cpu::PackedWeight& w, const std::vector<float>& wd) {
+    std::mt19937 rng(static_cast<uint32_t>(n * 17 + k));
+    grit::cpu::LinearPlan plan;
+    grit::cpu::make_plan(w, &plan);
+    const int64_t whole = n / 16 * 16;
+    for (const int64_t m : {int64_t{1}, int64_t{7}}) {
+      const std::vector<float> gy = values(static_cast<size_t>(m * n), rng, true);
+      const std::vector<float> start = values(static_cast<size_t>(m * k), rng, false);
+      std::vector<float> want = start;
+      grit::cpu::accumulate_grad_input(gy.data(), wd.data(), n, k, 0, whole, 0, m, 0, k, want.data());
+      for (grit::cpu::Isa isa : grit::cpu::kAllIsas) {
+        if (!grit::cpu::isa_supported(isa)) continue;
+        const auto& kt = grit::cpu::kernels_for(isa);
+        if (kt.grad_input_fused == nullptr) continue;
+        std::vector<float> got = start;
+        bool fb = false;
+        // two threads' ranges: [0, 256) and [256, k)
+        ASSERT_TRUE(kt.grad_input_fused(plan, gy.data(), m, 0, 256, got.data(), &fb).ok());
+        ASSERT_TRUE(kt.grad_input_fused(plan, gy.data(), m, 256, k, got.data(), &fb).ok());
+        if (fb) {
+          EXPECT_TRUE(g.has_sp) << name;
+          continue;
         }
+        for (int64_t i = 0; i < m * k; ++i)
+          ASSERT_TRUE(same(got[i], want[i])) << grit::cpu::isa_name(isa) << " " << name << " " << n << "x" << k
+                                             << " m " << m << " at " << i << ": " << got[i] << " vs " << want[i];
       }
     }
-  }
+  });
   for (grit::cpu::Isa isa : grit::cpu::kAllIsas) {  // a range that starts mid-chunk is refused
     if (!grit::cpu::isa_supported(isa) || grit::cpu::kernels_for(isa).grad_input_fused == nullptr) continue;
     grit::cpu::PackedWeight w;

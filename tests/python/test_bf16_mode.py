@@ -162,11 +162,14 @@ def test_tiles_give_the_scalar_law_bits(grade, dtype):
 @needs_amx
 def test_ragged_shapes_and_long_reductions():
     # out-features off the 32-column pair and the 128-row task, in-features off the 32-column
-    # chunk (S8 per channel: k0 = in_features), grad_input over several 1024-row blocks
-    for grade, shape in (("MXFP4", (17, 64)), ("S4_G64", (1, 192)), ("MXFP4", (2100, 96)), ("Q8_0", (33, 1120))):
+    # chunk (S8 per channel: k0 = in_features), grad_input over several blocks of rows (2048 rows
+    # a block, 1024 past 8192 in-features)
+    cases = (("MXFP4", (17, 64), 37), ("S4_G64", (1, 192), 37), ("MXFP4", (2100, 96), 37), ("Q8_0", (33, 1120), 37),
+             ("NVF4", (1056, 8224), 3))
+    for grade, shape, m in cases:
         q = _weight(grade, shape, seed=7)
-        x = torch.randn(37, shape[1], generator=torch.Generator().manual_seed(8))
-        gy = torch.randn(37, shape[0], generator=torch.Generator().manual_seed(9))
+        x = torch.randn(m, shape[1], generator=torch.Generator().manual_seed(8))
+        gy = torch.randn(m, shape[0], generator=torch.Generator().manual_seed(9))
         with _Mode(1):
             y1, g1 = ops.packed_linear_bf16(x, *_args(q)), ops.packed_linear_bf16_grad_input(gy, *_args(q))
         with _Mode(0):

@@ -32,7 +32,13 @@ namespace {
 using grit::cpu::kBf16Tile;
 
 constexpr int64_t kForwardRows = 128;  // weight rows per forward task: four column pairs
-constexpr int64_t kForwardBatch = 512; // batch rows per pass over a task's packed rows
+constexpr int64_t kForwardBatch = 512; // batch rows per multiply over a task's packed rows
+// Chunks of the reduction per forward multiply: a task's B for them (four
+// pairs: 1 MiB) and a 32-row block's A (256 KiB) stay in L2 together. A
+// longer reduction runs in parts that continue the sums in C; with the
+// whole of k at once, 4096x11008 ran at 0.55x torch's bfloat16 F.linear
+// at batch 1024, in parts at 0.84-0.89x.
+constexpr int64_t kForwardChunks = 128;
 // grad_input walks W in blocks of rows; one multiply runs a few column pairs
 // of a block over every batch row, so that its part of B (kGradMultiplyChunks
 // chunks of 2 KiB: 1 MiB) stays in L2 while the batch rows stream past. A
@@ -46,13 +52,17 @@ constexpr int64_t kGradRowsMin = 1024, kGradRowsMax = 2048;
 constexpr int64_t kGradBlockBytes = int64_t{16} << 20;
 constexpr int64_t kGradMultiplyChunks = 512;
 // The forward's batch rows per pass over the whole weight: as many as keep
-// the packed x that every weight block re-reads within about 8 MiB, so it
-// stays in the last-level cache; a larger batch decodes the weight once per
-// pass. (grad_input makes one pass: its blocks of weight rows re-read
-// the float32 sums, and passes of 8 MiB of sums cost more in decoding than
-// they saved: 0.80x torch against 0.97x at batch 2048, 4096x4096.)
-constexpr int64_t kPassBytes = int64_t{8} << 20;
-int64_t forward_pass_rows(int64_t bytes_per_row) { return std::max<int64_t>(32, kPassBytes / bytes_per_row / 32 * 32); }
+// the packed x that every weight block re-reads within about 4 MiB, at
+// least kForwardBatch; a larger batch decodes the weight once per pass. At
+// batch 2048 (4096x4096) passes of 512 rows ran 0.95-1.02x torch against
+// 0.84-0.98x for passes of 8 MiB (1024 rows). (grad_input makes one pass:
+// its blocks of weight rows re-read the float32 sums, and passes of 8 MiB
+// of sums cost more in decoding than they saved: 0.80x torch against 0.97x
+// at batch 2048, 4096x4096.)
+constexpr int64_t kPassBytes = int64_t{4} << 20;
+int64_t forward_pass_rows(int64_t bytes_per_row) {
+  return std::max<int64_t>(kForwardBatch, kPassBytes / bytes_per_row / 32 * 32);
+}
 
 int64_t round_up(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
 
@@ -291,8 +301,9 @@ at::Tensor packed_linear_bf16_cpu(const at::Tensor& x, const at::Tensor& data, c
         }
         for (int64_t i0 = s0; i0 < s1; i0 += kForwardBatch) {
           const int64_t mc = std::min(kForwardBatch, s1 - i0);
-          grit::cpu::bf16_gemm(A + ((i0 - s0) / 16) * kc * kBf16Tile, kc, 0, kc, mc, B, pairs, C, kForwardRows,
-                               false);
+          for (int64_t c0 = 0; c0 < kc; c0 += kForwardChunks)  // the law's chain continues in C
+            grit::cpu::bf16_gemm(A + ((i0 - s0) / 16) * kc * kBf16Tile, kc, c0, std::min(kForwardChunks, kc - c0), mc,
+                                 B + c0 * 2 * kBf16Tile, kc, pairs, C, kForwardRows, c0 > 0);
           for (int64_t i = i0; i < std::min(m, i0 + mc); ++i) {
             const float* acc = C + (i - i0) * kForwardRows;
             void* out = yp + (i * n + r0) * esize;
@@ -356,7 +367,7 @@ at::Tensor packed_linear_bf16_grad_input_cpu(const at::Tensor& grad_y, const at:
     at::parallel_for(0, pairs, pairs_per_multiply, [&](int64_t pb, int64_t pe) {
       for (int64_t q = pb; q < pe; q += pairs_per_multiply) {
         const int64_t np = std::min(pairs_per_multiply, pe - q);
-        grit::cpu::bf16_gemm(A, nc, r0 / 32, bc, mp, B + q * bc * 2 * kBf16Tile, np, gp + 32 * q, kp, r0 > 0);
+        grit::cpu::bf16_gemm(A, nc, r0 / 32, bc, mp, B + q * bc * 2 * kBf16Tile, bc, np, gp + 32 * q, kp, r0 > 0);
       }
     });
   }

@@ -204,7 +204,7 @@ at::Tensor packed_linear_grad_input_tiled_cpu(const at::Tensor& grad_y, const at
   grit::cpu::LinearPlan fused_plan;
   const bool in_place = grit::cpu::tiled_plan_in_place(kt, w, &fused_plan);
   // The pair route asks for GRIT's scale0 codes: untiled once, only when it may apply.
-  return grad_input_float(grad_y, n, k, kt, in_place ? &fused_plan : nullptr, decode, decode_strips,
+  return grad_input_float(op, grad_y, n, k, kt, in_place ? &fused_plan : nullptr, decode, decode_strips,
                           [&](const float* gy, int64_t count) {
     grit::cpu::LinearPlan plan;
     grit::cpu::tiled_grade_plan(w, &plan);

@@ -74,7 +74,7 @@ at::Tensor packed_linear_grad_input_cpu(const at::Tensor& grad_y, const at::Tens
   const grit::cpu::KernelTable& kt = active_cpu_kernels(op);
   if (n == 0 || k == 0 || batch_rows(grad_y) == 0)  // nothing to decode: zeros of grad_x's shape
     return grad_input_float(
-        grad_y, n, k, kt, nullptr, [](int64_t, int64_t, float*) {},
+        op, grad_y, n, k, kt, nullptr, [](int64_t, int64_t, float*) {},
         [](int64_t, int64_t, float*, int64_t, int64_t) { return true; }, [](const float*, int64_t) { return false; });
 
   const grit::cpu::PackedWeight w = packed_weight(*grade, p, n, k);
@@ -107,7 +107,7 @@ at::Tensor packed_linear_grad_input_cpu(const at::Tensor& grad_y, const at::Tens
            });
   };
   const bool fused = fast;  // decode may clear fast; the fused route runs before it
-  return grad_input_float(grad_y, n, k, kt, fused ? &plan : nullptr, decode, decode_strips,
+  return grad_input_float(op, grad_y, n, k, kt, fused ? &plan : nullptr, decode, decode_strips,
                           [&](const float* gy, int64_t count) {
     return grit::cpu::pairs_allowed(plan, p.plane[1].data, p.plane[1].size, gy, count);
   });

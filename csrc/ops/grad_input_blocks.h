@@ -57,7 +57,7 @@ void grad_input_blocks(int64_t n, int64_t k, int64_t m, int64_t block_rows, Deco
   }
 }
 
-// grad_x = grad_y W, [..., k] in grad_y's dtype, for a weight whose rows
+// grad_x = grad_y W, [..., k] in grad_y's dtype (errors name op), for a weight whose rows
 // decode(r0, r1, out) writes as float32 (r0 a multiple of 16): blocks of as
 // many rows as fit about 8 MiB decoded (the last-level cache holds them
 // beside grad_x's traffic; every block reads and writes grad_x once more),
@@ -93,7 +93,8 @@ void grad_input_blocks(int64_t n, int64_t k, int64_t m, int64_t block_rows, Deco
 constexpr int64_t kGradFusedMaxBatch = 48;
 
 template <class Decode, class DecodeStrips, class PairsOk>
-at::Tensor grad_input_float(const at::Tensor& grad_y, int64_t n, int64_t k, const grit::cpu::KernelTable& kt,
+at::Tensor grad_input_float(const char* op, const at::Tensor& grad_y, int64_t n, int64_t k,
+                            const grit::cpu::KernelTable& kt,
                             const grit::cpu::LinearPlan* fused_plan, Decode&& decode, DecodeStrips&& decode_strips,
                             PairsOk&& pairs_ok) {
   const int64_t m = batch_rows(grad_y);
@@ -112,7 +113,7 @@ at::Tensor grad_input_float(const at::Tensor& grad_y, int64_t n, int64_t k, cons
         const grit::Status s =
             kt.grad_input_fused(*fused_plan, gyp, m, c0 * grit::cpu::kGradFusedColumns,
                                 std::min(k, c1 * grit::cpu::kGradFusedColumns), gxp, &fb);
-        TORCH_CHECK(s.ok(), "grad_input: ", s.message);
+        TORCH_CHECK(s.ok(), op, ": ", s.message);
         if (fb) fell_back.store(true);
       });
       if (fell_back.load())

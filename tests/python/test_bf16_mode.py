@@ -227,13 +227,13 @@ def test_a_row_alone_and_thread_counts():
 
 
 def test_a_batch_past_one_pass_over_the_weight():
-    # the forward packs x and sweeps the weight once per 8 MiB of packed rows (1024 rows at 4096
-    # in-features): rows of the second pass give the bits they give alone
+    # the forward packs x and sweeps the weight once per 4 MiB of packed rows (512 rows at 4096
+    # in-features): rows of the later passes give the bits they give alone
     q = _weight("MXFP4", (40, 4096), seed=30)
     x = torch.randn(1100, 4096, generator=torch.Generator().manual_seed(31)).bfloat16()
     bias = torch.randn(40, generator=torch.Generator().manual_seed(32)).bfloat16()
     y = ops.packed_linear_bf16(x, *_args(q), bias)
-    for a, b in ((0, 5), (1020, 1030), (1090, 1100)):
+    for a, b in ((0, 5), (508, 516), (1020, 1030), (1090, 1100)):
         assert torch.equal(_bits(ops.packed_linear_bf16(x[a:b], *_args(q), bias)), _bits(y[a:b])), (a, b)
 
 

@@ -81,7 +81,7 @@ void pack_weight_cols_scalar(const float* w, int64_t ld, int rows, int64_t k, in
 }
 
 void gemm_scalar(const uint16_t* A, int64_t a_chunks, int64_t c0, int64_t nc, int64_t mp, const uint16_t* B,
-                 int64_t npairs, float* C, int64_t ldc, bool accumulate) {
+                 int64_t b_chunks, int64_t npairs, float* C, int64_t ldc, bool accumulate) {
   float av[32], bv[32];
   for (int64_t i = 0; i < mp; ++i)
     for (int64_t col = 0; col < 32 * npairs; ++col) {
@@ -89,7 +89,7 @@ void gemm_scalar(const uint16_t* A, int64_t a_chunks, int64_t c0, int64_t nc, in
       float acc = accumulate ? C[i * ldc + col] : 0.0f;
       for (int64_t c = 0; c < nc; ++c) {
         const uint16_t* a = A + ((i / 16) * a_chunks + c0 + c) * kBf16Tile + (i % 16) * 32;
-        const uint16_t* b = B + ((pair * nc + c) * 2 + h) * kBf16Tile + j * 2;
+        const uint16_t* b = B + ((pair * b_chunks + c) * 2 + h) * kBf16Tile + j * 2;
         for (int t = 0; t < 32; ++t) {
           av[t] = bf16::value(a[t]);
           bv[t] = bf16::value(b[(t / 2) * 32 + t % 2]);
@@ -250,7 +250,7 @@ inline void prefetch_tile(const uint16_t* t) {
 }
 
 void gemm_amx(const uint16_t* A, int64_t a_chunks, int64_t c0, int64_t nc, int64_t mp, const uint16_t* B,
-              int64_t npairs, float* C, int64_t ldc, bool accumulate) {
+              int64_t b_chunks, int64_t npairs, float* C, int64_t ldc, bool accumulate) {
   const TileConfig cfg = config();
   _tile_loadconfig(&cfg);
   const int64_t ldb = ldc * 4;  // bytes
@@ -258,7 +258,7 @@ void gemm_amx(const uint16_t* A, int64_t a_chunks, int64_t c0, int64_t nc, int64
     const uint16_t* a0 = A + ((2 * q) * a_chunks + c0) * kBf16Tile;
     const uint16_t* a1 = A + ((2 * q + 1) * a_chunks + c0) * kBf16Tile;
     for (int64_t pair = 0; pair < npairs; ++pair) {
-      const uint16_t* b = B + pair * nc * 2 * kBf16Tile;
+      const uint16_t* b = B + pair * b_chunks * 2 * kBf16Tile;
       float* c = C + 32 * q * ldc + 32 * pair;
       if (accumulate) {
         _tile_loadd(0, c, ldb);
@@ -461,15 +461,15 @@ void bf16_pack_weight_cols_from_columns(const float* cols, int rows, int64_t k, 
 }
 
 void bf16_gemm(const uint16_t* A, int64_t a_chunks, int64_t c0, int64_t nc, int64_t mp, const uint16_t* B,
-               int64_t npairs, float* C, int64_t ldc, bool accumulate) {
+               int64_t b_chunks, int64_t npairs, float* C, int64_t ldc, bool accumulate) {
 #if GRIT_BF16_X86
   if (g_mode.load(std::memory_order_relaxed) != 0 && amx_bf16_ready()) {
-    gemm_amx(A, a_chunks, c0, nc, mp, B, npairs, C, ldc, accumulate);
+    gemm_amx(A, a_chunks, c0, nc, mp, B, b_chunks, npairs, C, ldc, accumulate);
     g_calls.fetch_add(1, std::memory_order_relaxed);
     return;
   }
 #endif
-  gemm_scalar(A, a_chunks, c0, nc, mp, B, npairs, C, ldc, accumulate);
+  gemm_scalar(A, a_chunks, c0, nc, mp, B, b_chunks, npairs, C, ldc, accumulate);
 }
 
 }  // namespace cpu

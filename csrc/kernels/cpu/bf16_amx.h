@@ -64,11 +64,13 @@ void bf16_pack_weight_cols_from_columns(const float* cols, int rows, int64_t k, 
                                         uint16_t* B);
 
 // C[i, 32 pair + j] for rows i < mp (a multiple of 32), pairs [0, npairs):
-// chunks [c0, c0 + nc) of A (a_chunks chunks per 16-row block) against B's
-// nc chunks of each pair (pair stride nc * 2 * 512), continuing from C when
-// `accumulate`, else from +0.0. C is float32 with leading dimension ldc.
+// chunks [c0, c0 + nc) of A (a_chunks chunks per 16-row block) against nc
+// chunks of each pair of B, pair p's t-th at B + (p * b_chunks + t) * 2 *
+// 512 (B points at the first chunk to read; b_chunks >= nc is the pairs'
+// stride), continuing from C when `accumulate`, else from +0.0. C is
+// float32 with leading dimension ldc.
 void bf16_gemm(const uint16_t* A, int64_t a_chunks, int64_t c0, int64_t nc, int64_t mp, const uint16_t* B,
-               int64_t npairs, float* C, int64_t ldc, bool accumulate);
+               int64_t b_chunks, int64_t npairs, float* C, int64_t ldc, bool accumulate);
 
 }  // namespace cpu
 }  // namespace grit

@@ -160,7 +160,7 @@ TEST(Bf16Kernel, ScalarMultiplyIsTheLaw) {
   const std::vector<float> C0 = o.C;
   for (bool accumulate : {false, true}) {
     o.C = C0;
-    grit::cpu::bf16_gemm(o.A.p, o.a_chunks, o.c0, o.nc, o.mp, o.B.p, o.npairs, o.C.data(), o.ldc, accumulate);
+    grit::cpu::bf16_gemm(o.A.p, o.a_chunks, o.c0, o.nc, o.mp, o.B.p, o.nc, o.npairs, o.C.data(), o.ldc, accumulate);
     for (int64_t i = 0; i < o.mp; ++i)
       for (int64_t col = 0; col < 32 * o.npairs; ++col) {
         const int64_t pair = col / 32, h = (col % 32) / 16, j = col % 16;
@@ -194,17 +194,40 @@ TEST(Bf16Kernel, TileMultipliesMatchTheScalarLaw) {
           std::vector<float> amx = o.C, ref = o.C;
           {
             ModeGuard on(1);
-            grit::cpu::bf16_gemm(o.A.p, o.a_chunks, o.c0, o.nc, o.mp, o.B.p, o.npairs, amx.data(), o.ldc, accumulate);
+            grit::cpu::bf16_gemm(o.A.p, o.a_chunks, o.c0, o.nc, o.mp, o.B.p, o.nc, o.npairs, amx.data(), o.ldc, accumulate);
           }
           {
             ModeGuard off(0);
-            grit::cpu::bf16_gemm(o.A.p, o.a_chunks, o.c0, o.nc, o.mp, o.B.p, o.npairs, ref.data(), o.ldc, accumulate);
+            grit::cpu::bf16_gemm(o.A.p, o.a_chunks, o.c0, o.nc, o.mp, o.B.p, o.nc, o.npairs, ref.data(), o.ldc, accumulate);
           }
           for (size_t i = 0; i < amx.size(); ++i)
             ASSERT_TRUE(same(amx[i], ref[i])) << "set " << set << " mp " << mp << " npairs " << npairs << " acc "
                                                << accumulate << " at " << i << ": " << amx[i] << " vs " << ref[i];
         }
   EXPECT_GT(grit::cpu::bf16_amx_calls(), calls);
+}
+
+// A reduction run in two parts, the second from the middle of each pair's
+// chunks of B (b_chunks the pairs' stride) and continuing from the first's
+// C, gives one multiply's bits: the forward's parts of a long k.
+TEST(Bf16Kernel, AReductionInPartsContinuesTheChain) {
+  std::mt19937 rng(13);
+  for (int mode : {0, 1}) {
+    if (mode == 1 && !grit::cpu::bf16_amx_ready()) continue;  // the scalar copy alone is checked then
+    ModeGuard guard(mode);
+    for (int set = 0; set < 5; ++set)
+      for (bool accumulate : {false, true}) {
+        Operands o(rng, set, 64, 7, 0, 7, 3);
+        std::vector<float> whole = o.C, parts = o.C;
+        grit::cpu::bf16_gemm(o.A.p, o.a_chunks, 0, 7, o.mp, o.B.p, 7, o.npairs, whole.data(), o.ldc, accumulate);
+        grit::cpu::bf16_gemm(o.A.p, o.a_chunks, 0, 3, o.mp, o.B.p, 7, o.npairs, parts.data(), o.ldc, accumulate);
+        grit::cpu::bf16_gemm(o.A.p, o.a_chunks, 3, 4, o.mp, o.B.p + 3 * 2 * kBf16Tile, 7, o.npairs, parts.data(),
+                             o.ldc, true);
+        for (size_t i = 0; i < whole.size(); ++i)
+          ASSERT_TRUE(same(whole[i], parts[i])) << "mode " << mode << " set " << set << " acc " << accumulate << " at "
+                                                << i << ": " << whole[i] << " vs " << parts[i];
+      }
+  }
 }
 
 // KernelTable::decode_columns (the forward's route into B): every variant's

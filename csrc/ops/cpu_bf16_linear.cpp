@@ -216,30 +216,6 @@ void pack_activations(const at::Tensor& t, int64_t m, int64_t len, int64_t mp, u
   });
 }
 
-// Step 3 of the law over one row of sums: y = acc (+ bias), NaN canonical,
-// stored as float32 or (kBf16) rounded to bfloat16 as torch rounds (to
-// nearest even; the canonical NaN is 0x7FC0). Plain loops the compiler
-// vectorises.
-template <bool kBf16>
-void finish_row(const float* acc, const float* bias, int64_t len, void* out) {
-  const float cn = grit::canonical_nan();
-  if (kBf16) {
-    uint16_t* y = static_cast<uint16_t*>(out);
-    for (int64_t j = 0; j < len; ++j) {
-      const float v = bias != nullptr ? acc[j] + bias[j] : acc[j];
-      uint32_t u;
-      std::memcpy(&u, &v, 4);
-      y[j] = v == v ? static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16) : uint16_t{0x7FC0};
-    }
-    return;
-  }
-  float* y = static_cast<float*>(out);
-  for (int64_t j = 0; j < len; ++j) {
-    const float v = bias != nullptr ? acc[j] + bias[j] : acc[j];
-    y[j] = v == v ? v : cn;
-  }
-}
-
 // The op's grade: INT4G (its own planes, not GRIT's) is refused with the alternative.
 std::shared_ptr<const grit::Grade> bf16_grade(const char* op, c10::string_view grade_text) {
   if (const uint64_t g = int4g_group_arg(op, grade_text))
@@ -307,10 +283,7 @@ at::Tensor packed_linear_bf16_cpu(const at::Tensor& x, const at::Tensor& data, c
           for (int64_t i = i0; i < std::min(m, i0 + mc); ++i) {
             const float* acc = C + (i - i0) * kForwardRows;
             void* out = yp + (i * n + r0) * esize;
-            if (out_bf16)
-              finish_row<true>(acc, bp != nullptr ? bp + r0 : nullptr, rows, out);
-            else
-              finish_row<false>(acc, bp != nullptr ? bp + r0 : nullptr, rows, out);
+            grit::cpu::bf16_finish_row(acc, bp != nullptr ? bp + r0 : nullptr, rows, out, out_bf16);
           }
         }
       }
@@ -378,10 +351,7 @@ at::Tensor packed_linear_bf16_grad_input_cpu(const at::Tensor& grad_y, const at:
   const int64_t esize = out.element_size();
   at::parallel_for(0, m, 16, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
-      if (out_bf16)
-        finish_row<true>(gp + i * kp, nullptr, k, op_ + i * k * esize);
-      else
-        finish_row<false>(gp + i * kp, nullptr, k, op_ + i * k * esize);
+      grit::cpu::bf16_finish_row(gp + i * kp, nullptr, k, op_ + i * k * esize, out_bf16);
     }
   });
   ts.a.trim(kKeepBytes);

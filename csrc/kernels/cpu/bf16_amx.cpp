@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "grit/bf16_linear.h"
+#include "grit/format.h"
 
 #if defined(__x86_64__) && defined(__linux__)
 #define GRIT_BF16_X86 1
@@ -98,6 +99,20 @@ void gemm_scalar(const uint16_t* A, int64_t a_chunks, int64_t c0, int64_t nc, in
       }
       C[i * ldc + col] = acc;
     }
+}
+
+void finish_row_scalar(const float* acc, const float* bias, int64_t len, void* out, bool to_bf16) {
+  for (int64_t j = 0; j < len; ++j) {
+    const float v = bias != nullptr ? acc[j] + bias[j] : acc[j];
+    if (to_bf16) {
+      uint32_t u;
+      std::memcpy(&u, &v, 4);
+      static_cast<uint16_t*>(out)[j] =
+          v == v ? static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16) : uint16_t{0x7FC0};
+    } else {
+      static_cast<float*>(out)[j] = v == v ? v : canonical_nan();
+    }
+  }
 }
 
 }  // namespace
@@ -240,6 +255,27 @@ void pack_weight_cols_from_columns_vec(const float* cols, int rows, int64_t k, i
       const __m512i o = _mm512_permutexvar_epi16(
           zip, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(_mm512_castsi512_ps(v[r + 1]), _mm512_castsi512_ps(v[r]))));
       _mm512_store_si512(B + (((kt / 2) * block_chunks + cl) * 2 + kt % 2) * kBf16Tile + p * 32, o);
+    }
+  }
+}
+
+// finish_row_scalar's bits, 16 outputs at a time (the rounding in integer
+// arithmetic, as the scalar copy does: vcvtneps2bf16 would flush subnormals).
+void finish_row_vec(const float* acc, const float* bias, int64_t len, void* out, bool to_bf16) {
+  const __m512i one = _mm512_set1_epi32(1), half = _mm512_set1_epi32(0x7FFF), bf16_nan = _mm512_set1_epi32(0x7FC0);
+  const __m512 f32_nan = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000));
+  for (int64_t j = 0; j < len; j += 16) {
+    const __mmask16 mk = tail_mask(len, j);
+    __m512 v = _mm512_maskz_loadu_ps(mk, acc + j);
+    if (bias != nullptr) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mk, bias + j));
+    const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    if (to_bf16) {
+      const __m512i u = _mm512_castps_si512(v);
+      __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(half, _mm512_and_si512(_mm512_srli_epi32(u, 16), one)));
+      r = _mm512_mask_mov_epi32(_mm512_srli_epi32(r, 16), nan, bf16_nan);
+      _mm256_mask_storeu_epi16(static_cast<uint16_t*>(out) + j, mk, _mm512_cvtepi32_epi16(r));
+    } else {
+      _mm512_mask_storeu_ps(static_cast<float*>(out) + j, mk, _mm512_mask_mov_ps(v, nan, f32_nan));
     }
   }
 }
@@ -458,6 +494,13 @@ void bf16_pack_weight_cols_from_columns(const float* cols, int rows, int64_t k, 
   for (int r = 0; r < 16; ++r)
     for (int64_t c = 0; c < k; ++c) w[r * k + c] = cols[c * 16 + r];
   pack_weight_cols_scalar(w.data(), k, rows, k, first, block_chunks, B);
+}
+
+void bf16_finish_row(const float* acc, const float* bias, int64_t len, void* out, bool to_bf16) {
+#if GRIT_BF16_X86
+  if (cpu_has_bf16_vector()) return finish_row_vec(acc, bias, len, out, to_bf16);
+#endif
+  finish_row_scalar(acc, bias, len, out, to_bf16);
 }
 
 void bf16_gemm(const uint16_t* A, int64_t a_chunks, int64_t c0, int64_t nc, int64_t mp, const uint16_t* B,

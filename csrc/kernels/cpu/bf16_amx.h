@@ -63,6 +63,12 @@ void bf16_pack_weight_cols(const float* w, int64_t ld, int rows, int64_t k, int6
 void bf16_pack_weight_cols_from_columns(const float* cols, int rows, int64_t k, int64_t first, int64_t block_chunks,
                                         uint16_t* B);
 
+// Step 3 of the law over one row of sums and the store of its outputs:
+// out[j] = acc[j] (+ bias[j]), a NaN result canonical, as float32 or
+// (to_bf16) rounded to bfloat16 to nearest even as torch rounds (the
+// canonical NaN 0x7FC0; subnormals kept).
+void bf16_finish_row(const float* acc, const float* bias, int64_t len, void* out, bool to_bf16);
+
 // C[i, 32 pair + j] for rows i < mp (a multiple of 32), pairs [0, npairs):
 // chunks [c0, c0 + nc) of A (a_chunks chunks per 16-row block) against nc
 // chunks of each pair of B, pair p's t-th at B + (p * b_chunks + t) * 2 *

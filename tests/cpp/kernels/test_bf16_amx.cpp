@@ -207,6 +207,41 @@ TEST(Bf16Kernel, TileMultipliesMatchTheScalarLaw) {
   EXPECT_GT(grit::cpu::bf16_amx_calls(), calls);
 }
 
+// bf16_finish_row: the sum with the bias in binary32, a NaN canonical, and
+// the bfloat16 store rounding to nearest even (ties, subnormals, overflow to
+// infinity) for any length, with and without a bias.
+TEST(Bf16Kernel, FinishRowIsStepThreeOfTheLaw) {
+  std::mt19937 rng(17);
+  auto random_float = [&rng]() {
+    const uint32_t u = rng();
+    switch (u % 8) {
+      case 0: return bf::float_of(u & 0x807FFFFFu);                        // subnormal or zero
+      case 1: return bf::float_of((u & 0x80000000u) | 0x7F800000u);        // infinity
+      case 2: return bf::float_of(0x7F800001u | (u & 0x803FFFFFu));        // a NaN
+      case 3: return bf::float_of((u & 0xFFFF0000u) | 0x8000u);            // a tie
+      case 4: return bf::float_of((u & 0x80000000u) | 0x7F7F8000u | (u & 0x7FFFu));  // rounds to infinity or not
+      default: return bf::float_of(u);
+    }
+  };
+  for (int64_t len : {0, 1, 15, 16, 17, 40, 128})
+    for (bool with_bias : {false, true}) {
+      std::vector<float> acc(len), bias(len), f32(len);
+      std::vector<uint16_t> b16(len);
+      for (int64_t j = 0; j < len; ++j) acc[j] = random_float(), bias[j] = random_float();
+      const float* bp = with_bias ? bias.data() : nullptr;
+      grit::cpu::bf16_finish_row(acc.data(), bp, len, f32.data(), false);
+      grit::cpu::bf16_finish_row(acc.data(), bp, len, b16.data(), true);
+      for (int64_t j = 0; j < len; ++j) {
+        const float v = with_bias ? acc[j] + bias[j] : acc[j];
+        const uint32_t u = bf::bits_of(v);
+        const uint32_t want32 = std::isnan(v) ? 0x7FC00000u : u;
+        const uint16_t want16 = std::isnan(v) ? 0x7FC0 : static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+        ASSERT_EQ(bf::bits_of(f32[j]), want32) << "len " << len << " bias " << with_bias << " at " << j;
+        ASSERT_EQ(b16[j], want16) << "len " << len << " bias " << with_bias << " at " << j;
+      }
+    }
+}
+
 // A reduction run in two parts, the second from the middle of each pair's
 // chunks of B (b_chunks the pairs' stride) and continuing from the first's
 // C, gives one multiply's bits: the forward's parts of a long k.

@@ -4,7 +4,8 @@
 // bfloat16 once per call. The forward's threads own blocks of 128 weight
 // rows: each decodes its rows 32 at a time with the active variant's decoder
 // (the reference decode where there is none), packs them, and runs every
-// batch row over them. grad_input walks W in blocks of 1024 to 2048 rows: the
+// batch row over them. grad_input takes the batch in passes of up to 1024 rows
+// and walks W in blocks of 1024 to 2048 rows: the
 // threads decode and pack a block together, then split its columns; the
 // running sums stay in a float32 buffer between blocks, which continues
 // the law's chain exactly. W is never decoded as a whole, and every output
@@ -55,16 +56,28 @@ constexpr int64_t kGradMultiplyChunks = 512;
 // the packed x that every weight block re-reads within about 4 MiB, at
 // least kForwardBatch; a larger batch decodes the weight once per pass. At
 // batch 2048 (4096x4096) passes of 512 rows ran 0.95-1.02x torch against
-// 0.84-0.98x for passes of 8 MiB (1024 rows). (grad_input makes one pass:
-// its blocks of weight rows re-read the float32 sums, and passes of 8 MiB
-// of sums cost more in decoding than they saved: 0.80x torch against 0.97x
-// at batch 2048, 4096x4096.)
+// 0.84-0.98x for passes of 8 MiB (1024 rows).
 constexpr int64_t kPassBytes = int64_t{4} << 20;
 int64_t forward_pass_rows(int64_t bytes_per_row) {
   return std::max<int64_t>(kForwardBatch, kPassBytes / bytes_per_row / 32 * 32);
 }
 
 int64_t round_up(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
+
+// grad_input's batch rows per pass (a multiple of 32): kGradPassRows, fewer
+// where the pass's float32 sums would pass kGradPassBytes, so that they stay
+// in the thread's scratch between calls (under kKeepBytes) instead of
+// costing a page fault per 4 KiB each call. Each pass decodes the weight
+// again. At batch 2048 (two threads, AMX, 2026-12-07) passes of 1024 rows
+// ran 0.97-1.00x torch's gy @ W at 4096x4096 against 0.89-0.90x for one pass,
+// and 0.91-0.96x at 4096x11008 against 0.71-0.73x for one pass of 88 MiB of
+// sums given back after each call; passes of 16 MiB at 4096x11008 (384
+// rows) ran 0.75x.
+constexpr int64_t kGradPassRows = 1024;
+constexpr int64_t kGradPassBytes = int64_t{48} << 20;
+int64_t grad_pass_rows(int64_t kp) {
+  return std::min(kGradPassRows, std::max<int64_t>(32, kGradPassBytes / (4 * kp) / 32 * 32));
+}
 
 // grad_input's rows per block of W (a multiple of 32) for k in-features.
 int64_t grad_block_rows(int64_t k) {
@@ -311,49 +324,54 @@ at::Tensor packed_linear_bf16_grad_input_cpu(const at::Tensor& grad_y, const at:
   if (m == 0 || k == 0 || n == 0)
     return at::zeros({m, k}, grad_y.options()).view(with_last(grad_y.sizes(), k));
   const int64_t nc = grit::bf16::chunks(n), kp = round_up(k, 32), pairs = kp / 32, mp = round_up(m, 32);
-  ThreadScratch& ts = thread_scratch();
-  uint16_t* A = ts.a.get(static_cast<size_t>(mp * nc * kBf16Tile));
-  pack_activations(grad_y, m, n, mp, A);
-  float* gp = ts.c.get(static_cast<size_t>(mp * kp));
-  const int64_t block_rows = grad_block_rows(k), block_chunks = grit::bf16::chunks(std::min(block_rows, n));
-  // shared by the threads; the forward's per-thread B of the calling thread is free here
-  uint16_t* B = ts.b.get(static_cast<size_t>(pairs * block_chunks * 2 * kBf16Tile));
-  const grit::cpu::PackedWeight w = packed_weight(grade, p, n, k);
-  const RowDecoder decode(op, w);
-  for (int64_t r0 = 0; r0 < n; r0 += block_rows) {
-    const int64_t rows = std::min(block_rows, n - r0), bc = grit::bf16::chunks(rows);
-    const int64_t pairs_per_multiply = std::clamp<int64_t>(kGradMultiplyChunks / bc, 1, 16);
-    // the block's rows, 16 at a time (zero rows past n), into every column pair's part of B
-    at::parallel_for(0, 2 * bc, 1, [&](int64_t gb, int64_t ge) {
-      float* wrows = thread_scratch().rows.get(static_cast<size_t>(16 * k));
-      for (int64_t g = gb; g < ge; ++g) {
-        const int64_t a = r0 + 16 * g, got = std::max<int64_t>(0, std::min<int64_t>(16, n - a));
-        if (got > 0 && decode.pack_cols(a, 16 * g, bc, B)) continue;
-        if (got > 0 && decode.tile_columns(a, wrows)) {
-          grit::cpu::bf16_pack_weight_cols_from_columns(wrows, static_cast<int>(got), k, 16 * g, bc, B);
-          continue;
-        }
-        if (got > 0) decode(a, a + got, wrows);
-        grit::cpu::bf16_pack_weight_cols(wrows, k, static_cast<int>(got), k, 16 * g, bc, B);
-      }
-    });
-    at::parallel_for(0, pairs, pairs_per_multiply, [&](int64_t pb, int64_t pe) {
-      for (int64_t q = pb; q < pe; q += pairs_per_multiply) {
-        const int64_t np = std::min(pairs_per_multiply, pe - q);
-        grit::cpu::bf16_gemm(A, nc, r0 / 32, bc, mp, B + q * bc * 2 * kBf16Tile, bc, np, gp + 32 * q, kp, r0 > 0);
-      }
-    });
-  }
+  const int64_t pass = grad_pass_rows(kp);
   const bool out_bf16 = grad_y.scalar_type() == at::kBFloat16;
   const bool direct = out_bf16 || grad_y.scalar_type() == at::kFloat;
   at::Tensor out = at::empty({m, k}, grad_y.options().dtype(direct ? grad_y.scalar_type() : at::kFloat));
   char* op_ = static_cast<char*>(out.mutable_data_ptr());
   const int64_t esize = out.element_size();
-  at::parallel_for(0, m, 16, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) {
-      grit::cpu::bf16_finish_row(gp + i * kp, nullptr, k, op_ + i * k * esize, out_bf16);
+  const at::Tensor gy2 = grad_y.reshape({m, n});
+  ThreadScratch& ts = thread_scratch();
+  uint16_t* A = ts.a.get(static_cast<size_t>(std::min(mp, pass) * nc * kBf16Tile));
+  float* gp = ts.c.get(static_cast<size_t>(std::min(mp, pass) * kp));
+  const int64_t block_rows = grad_block_rows(k), block_chunks = grit::bf16::chunks(std::min(block_rows, n));
+  // shared by the threads; the forward's per-thread B of the calling thread is free here
+  uint16_t* B = ts.b.get(static_cast<size_t>(pairs * block_chunks * 2 * kBf16Tile));
+  const grit::cpu::PackedWeight w = packed_weight(grade, p, n, k);
+  const RowDecoder decode(op, w);
+  for (int64_t s0 = 0; s0 < mp; s0 += pass) {
+    const int64_t s1 = std::min(mp, s0 + pass), live = std::min(m, s1) - s0;
+    pack_activations(gy2.narrow(0, s0, live), live, n, s1 - s0, A);
+    for (int64_t r0 = 0; r0 < n; r0 += block_rows) {
+      const int64_t rows = std::min(block_rows, n - r0), bc = grit::bf16::chunks(rows);
+      const int64_t pairs_per_multiply = std::clamp<int64_t>(kGradMultiplyChunks / bc, 1, 16);
+      // the block's rows, 16 at a time (zero rows past n), into every column pair's part of B
+      at::parallel_for(0, 2 * bc, 1, [&](int64_t gb, int64_t ge) {
+        float* wrows = thread_scratch().rows.get(static_cast<size_t>(16 * k));
+        for (int64_t g = gb; g < ge; ++g) {
+          const int64_t a = r0 + 16 * g, got = std::max<int64_t>(0, std::min<int64_t>(16, n - a));
+          if (got > 0 && decode.pack_cols(a, 16 * g, bc, B)) continue;
+          if (got > 0 && decode.tile_columns(a, wrows)) {
+            grit::cpu::bf16_pack_weight_cols_from_columns(wrows, static_cast<int>(got), k, 16 * g, bc, B);
+            continue;
+          }
+          if (got > 0) decode(a, a + got, wrows);
+          grit::cpu::bf16_pack_weight_cols(wrows, k, static_cast<int>(got), k, 16 * g, bc, B);
+        }
+      });
+      at::parallel_for(0, pairs, pairs_per_multiply, [&](int64_t pb, int64_t pe) {
+        for (int64_t q = pb; q < pe; q += pairs_per_multiply) {
+          const int64_t np = std::min(pairs_per_multiply, pe - q);
+          grit::cpu::bf16_gemm(A, nc, r0 / 32, bc, s1 - s0, B + q * bc * 2 * kBf16Tile, bc, np, gp + 32 * q, kp,
+                               r0 > 0);
+        }
+      });
     }
-  });
+    at::parallel_for(0, live, 16, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i)
+        grit::cpu::bf16_finish_row(gp + i * kp, nullptr, k, op_ + (s0 + i) * k * esize, out_bf16);
+    });
+  }
   ts.a.trim(kKeepBytes);
   ts.b.trim(kKeepBytes);
   ts.c.trim(kKeepBytes);

@@ -233,8 +233,12 @@ def test_a_batch_past_one_pass_over_the_weight():
     x = torch.randn(1100, 4096, generator=torch.Generator().manual_seed(31)).bfloat16()
     bias = torch.randn(40, generator=torch.Generator().manual_seed(32)).bfloat16()
     y = ops.packed_linear_bf16(x, *_args(q), bias)
+    # grad_input takes the batch in passes of 1024 rows
+    gy = torch.randn(1100, 40, generator=torch.Generator().manual_seed(33)).bfloat16()
+    gx = ops.packed_linear_bf16_grad_input(gy, *_args(q))
     for a, b in ((0, 5), (508, 516), (1020, 1030), (1090, 1100)):
         assert torch.equal(_bits(ops.packed_linear_bf16(x[a:b], *_args(q), bias)), _bits(y[a:b])), (a, b)
+        assert torch.equal(_bits(ops.packed_linear_bf16_grad_input(gy[a:b], *_args(q))), _bits(gx[a:b])), (a, b)
 
 
 def test_close_to_float_and_leading_dims():

@@ -278,6 +278,28 @@ def _check_one_device(op, anchor_name, anchor, planes, bias=None):
             % (op, name, t.device, anchor_name, anchor.device)))
 
 
+def _check_weight_call(op, anchor_name, anchor, planes, shape, bias=None):
+    """The real kernels' device rule and [out, in] shape, in a fake."""
+    _check_one_device(op, anchor_name, anchor, planes, bias)
+    torch._check(len(shape) == 2, lambda: "%s: shape must be [out, in], found %s" % (op, shape))
+
+
+def _linear_fake(op, x, planes, shape, bias):
+    """A fake for y = x W^T (+ bias): x [..., in] gives [..., out] in x's dtype."""
+    _check_weight_call(op, "argument 'x'", x, planes, shape, bias)
+    torch._check(x.shape[-1] == shape[1],
+                 lambda: "%s: x has %s in-features, the weight %s" % (op, x.shape[-1], shape[1]))
+    return x.new_empty((*x.shape[:-1], shape[0]))
+
+
+def _grad_input_fake(op, grad_y, planes, shape):
+    """A fake for grad_x = grad_y W: grad_y [..., out] gives [..., in] in grad_y's dtype."""
+    _check_weight_call(op, "argument 'grad_y'", grad_y, planes, shape)
+    torch._check(grad_y.shape[-1] == shape[0],
+                 lambda: "%s: grad_y has %s out-features, the weight %s" % (op, grad_y.shape[-1], shape[0]))
+    return grad_y.new_empty((*grad_y.shape[:-1], shape[1]))
+
+
 @functools.lru_cache(maxsize=256)
 def _int4g_group(grade: str):
     """The group size when ``grade`` names seed 001's INT4G, else None."""
@@ -313,19 +335,12 @@ def _dequantize_fake(data, scale0, scale1, aux, grade, shape, dtype):
 
 @torch.library.register_fake("grit::packed_linear")
 def _packed_linear_fake(x, data, scale0, scale1, aux, grade, shape, bias):
-    _check_one_device("grit::packed_linear", "argument 'x'", x, (data, scale0, scale1, aux), bias)
-    torch._check(len(shape) == 2, lambda: "grit::packed_linear: shape must be [out, in], found %s" % (shape,))
-    torch._check(x.shape[-1] == shape[1],
-                 lambda: "grit::packed_linear: x has %s in-features, the weight %s" % (x.shape[-1], shape[1]))
-    return x.new_empty((*x.shape[:-1], shape[0]))
+    return _linear_fake("grit::packed_linear", x, (data, scale0, scale1, aux), shape, bias)
 
 
 @torch.library.register_fake("grit::packed_linear_grad_input")
 def _packed_linear_grad_input_fake(grad_y, data, scale0, scale1, aux, grade, shape):
-    _check_one_device("grit::packed_linear_grad_input", "argument 'grad_y'", grad_y,
-                      (data, scale0, scale1, aux))
-    torch._check(len(shape) == 2, lambda: "grit::packed_linear_grad_input: shape must be [out, in]")
-    return grad_y.new_empty((*grad_y.shape[:-1], shape[1]))
+    return _grad_input_fake("grit::packed_linear_grad_input", grad_y, (data, scale0, scale1, aux), shape)
 
 
 @torch.library.register_fake("grit::check")
@@ -356,10 +371,8 @@ def _pack_activations_fake(x, block):
 
 @torch.library.register_fake("grit::packed_linear_exact")
 def _packed_linear_exact_fake(codes, scales, data, scale0, scale1, aux, grade, shape, bias):
-    _check_one_device("grit::packed_linear_exact", "argument 'codes'", codes,
-                      (scales, data, scale0, scale1, aux), bias)
-    torch._check(len(shape) == 2,
-                 lambda: "grit::packed_linear_exact: shape must be [out, in], found %s" % (shape,))
+    _check_weight_call("grit::packed_linear_exact", "argument 'codes'", codes,
+                       (scales, data, scale0, scale1, aux), shape, bias)
     torch._check(codes.shape[-1] == shape[1], lambda: "grit::packed_linear_exact: codes have %s "
                  "in-features, the weight %s" % (codes.shape[-1], shape[1]))
     return codes.new_empty((*codes.shape[:-1], shape[0]), dtype=torch.float32)
@@ -442,38 +455,23 @@ def _tiled_bytes(rows, row_bytes):
 
 @torch.library.register_fake("grit::packed_linear_s8")
 def _packed_linear_s8_fake(x, data, scale0, scale1, aux, grade, shape, bias):
-    _check_one_device("grit::packed_linear_s8", "argument 'x'", x, (data, scale0, scale1, aux), bias)
-    torch._check(len(shape) == 2, lambda: "grit::packed_linear_s8: shape must be [out, in], found %s" % (shape,))
-    torch._check(x.shape[-1] == shape[1],
-                 lambda: "grit::packed_linear_s8: x has %s in-features, the weight %s" % (x.shape[-1], shape[1]))
-    return x.new_empty((*x.shape[:-1], shape[0]))
+    return _linear_fake("grit::packed_linear_s8", x, (data, scale0, scale1, aux), shape, bias)
 
 
 @torch.library.register_fake("grit::packed_linear_bf16")
 def _packed_linear_bf16_fake(x, data, scale0, scale1, aux, grade, shape, bias):
-    op = "grit::packed_linear_bf16"
-    _check_one_device(op, "argument 'x'", x, (data, scale0, scale1, aux), bias)
-    torch._check(len(shape) == 2, lambda: "%s: shape must be [out, in], found %s" % (op, shape))
-    torch._check(x.shape[-1] == shape[1],
-                 lambda: "%s: x has %s in-features, the weight %s" % (op, x.shape[-1], shape[1]))
-    return x.new_empty((*x.shape[:-1], shape[0]))
+    return _linear_fake("grit::packed_linear_bf16", x, (data, scale0, scale1, aux), shape, bias)
 
 
 @torch.library.register_fake("grit::packed_linear_bf16_grad_input")
 def _packed_linear_bf16_grad_input_fake(grad_y, data, scale0, scale1, aux, grade, shape):
-    op = "grit::packed_linear_bf16_grad_input"
-    _check_one_device(op, "argument 'grad_y'", grad_y, (data, scale0, scale1, aux))
-    torch._check(len(shape) == 2, lambda: "%s: shape must be [out, in], found %s" % (op, shape))
-    torch._check(grad_y.shape[-1] == shape[0],
-                 lambda: "%s: grad_y has %s out-features, the weight %s" % (op, grad_y.shape[-1], shape[0]))
-    return grad_y.new_empty((*grad_y.shape[:-1], shape[1]))
+    return _grad_input_fake("grit::packed_linear_bf16_grad_input", grad_y, (data, scale0, scale1, aux), shape)
 
 
 @torch.library.register_fake("grit::packed_linear_continue")
 def _packed_linear_continue_fake(x, data, scale0, scale1, aux, grade, shape, acc, bias, finish):
     op = "grit::packed_linear_continue"
-    _check_one_device(op, "argument 'x'", x, (data, scale0, scale1, aux), bias)
-    torch._check(len(shape) == 2, lambda: "%s: shape must be [out, in], found %s" % (op, shape))
+    _check_weight_call(op, "argument 'x'", x, (data, scale0, scale1, aux), shape, bias)
     torch._check(x.shape[-1] == shape[1],
                  lambda: "%s: x has %s in-features, the weight %s" % (op, x.shape[-1], shape[1]))
     out = (*x.shape[:-1], shape[0])
@@ -484,8 +482,7 @@ def _packed_linear_continue_fake(x, data, scale0, scale1, aux, grade, shape, acc
 
 @torch.library.register_fake("grit::tile_nibbles")
 def _tile_nibbles_fake(data, scale0, scale1, aux, grade, shape):
-    _check_one_device("grit::tile_nibbles", "plane 'data'", data, (data, scale0, scale1, aux))
-    torch._check(len(shape) == 2, lambda: "grit::tile_nibbles: shape must be [out, in], found %s" % (shape,))
+    _check_weight_call("grit::tile_nibbles", "plane 'data'", data, (data, scale0, scale1, aux), shape)
     row = _row_bytes(grade, shape)
     return (data.new_empty(_tiled_bytes(shape[0], row[0])),
             data.new_empty(_tiled_bytes(shape[0], row[1])))
@@ -493,8 +490,7 @@ def _tile_nibbles_fake(data, scale0, scale1, aux, grade, shape):
 
 @torch.library.register_fake("grit::untile_nibbles")
 def _untile_nibbles_fake(tiled_data, tiled_scale0, grade, shape):
-    _check_one_device("grit::untile_nibbles", "plane 'data'", tiled_data, (tiled_data, tiled_scale0))
-    torch._check(len(shape) == 2, lambda: "grit::untile_nibbles: shape must be [out, in], found %s" % (shape,))
+    _check_weight_call("grit::untile_nibbles", "plane 'data'", tiled_data, (tiled_data, tiled_scale0), shape)
     row = _row_bytes(grade, shape)
     return (tiled_data.new_empty(shape[0] * row[0]),
             tiled_data.new_empty(shape[0] * row[1]))
@@ -502,30 +498,17 @@ def _untile_nibbles_fake(tiled_data, tiled_scale0, grade, shape):
 
 @torch.library.register_fake("grit::dequantize_tiled")
 def _dequantize_tiled_fake(tiled_data, tiled_scale0, scale1, aux, grade, shape, dtype):
-    _check_one_device("grit::dequantize_tiled", "plane 'tiled_data'", tiled_data,
-                      (tiled_data, tiled_scale0, scale1, aux))
-    torch._check(len(shape) == 2,
-                 lambda: "grit::dequantize_tiled: shape must be [out, in], found %s" % (shape,))
+    _check_weight_call("grit::dequantize_tiled", "plane 'tiled_data'", tiled_data,
+                       (tiled_data, tiled_scale0, scale1, aux), shape)
     return tiled_data.new_empty(shape, dtype=dtype)
 
 
 @torch.library.register_fake("grit::packed_linear_tiled")
 def _packed_linear_tiled_fake(x, tiled_data, tiled_scale0, scale1, aux, grade, shape, bias):
-    _check_one_device("grit::packed_linear_tiled", "argument 'x'", x,
-                      (tiled_data, tiled_scale0, scale1, aux), bias)
-    torch._check(len(shape) == 2,
-                 lambda: "grit::packed_linear_tiled: shape must be [out, in], found %s" % (shape,))
-    torch._check(x.shape[-1] == shape[1], lambda: "grit::packed_linear_tiled: x has %s in-features, "
-                 "the weight %s" % (x.shape[-1], shape[1]))
-    return x.new_empty((*x.shape[:-1], shape[0]))
+    return _linear_fake("grit::packed_linear_tiled", x, (tiled_data, tiled_scale0, scale1, aux), shape, bias)
 
 
 @torch.library.register_fake("grit::packed_linear_grad_input_tiled")
 def _packed_linear_grad_input_tiled_fake(grad_y, tiled_data, tiled_scale0, scale1, aux, grade, shape):
-    _check_one_device("grit::packed_linear_grad_input_tiled", "argument 'grad_y'", grad_y,
-                      (tiled_data, tiled_scale0, scale1, aux))
-    torch._check(len(shape) == 2,
-                 lambda: "grit::packed_linear_grad_input_tiled: shape must be [out, in], found %s" % (shape,))
-    torch._check(grad_y.shape[-1] == shape[0], lambda: "grit::packed_linear_grad_input_tiled: grad_y has %s "
-                 "features, the weight %s out-features" % (grad_y.shape[-1], shape[0]))
-    return grad_y.new_empty((*grad_y.shape[:-1], shape[1]))
+    return _grad_input_fake("grit::packed_linear_grad_input_tiled", grad_y, (tiled_data, tiled_scale0, scale1, aux),
+                            shape)

@@ -106,6 +106,27 @@ def test_forward_and_grad_input_follow_the_stated_law(grade):
     assert np.array_equal(gx.numpy().view(np.int32), gwant.view(np.int32)), grade
 
 
+@pytest.mark.parametrize("grade", GRADES)
+def test_small_batches_follow_the_law_through_every_flush(grade):
+    """The law's bits for small batches whose products, chains and sums pass through the subnormal
+    range (the law flushes each), with zeros of both signs and float32 subnormals, and the same
+    bits for those rows inside a larger batch."""
+    q = _weight(grade, (40, 256), seed=40)
+    g = torch.Generator().manual_seed(41)
+    x = torch.randn(4, 256, generator=g)
+    x[1] = torch.randn(256, generator=g) * 2.0 ** -120  # products near and under 2^-126
+    x[2, ::3] = -0.0
+    x[2, 1::3] = 1e-40  # a float32 subnormal: zero under the law
+    x[3] = torch.randn(256, generator=g) * 2.0 ** -110
+    wd = _to_bf16(q.dequantize().numpy())
+    want = _law(_to_bf16(x.numpy()), wd)
+    for rows in ((0, 4), (1, 2), (1, 4), (3, 4)):
+        y = ops.packed_linear_bf16(x[rows[0]:rows[1]], *_args(q))
+        assert np.array_equal(y.numpy().view(np.int32), want[rows[0]:rows[1]].view(np.int32)), (grade, rows)
+    big = torch.cat([x, torch.randn(33, 256, generator=g)])
+    assert torch.equal(_bits(ops.packed_linear_bf16(big, *_args(q))[:4]), _bits(ops.packed_linear_bf16(x, *_args(q))))
+
+
 @pytest.mark.parametrize("isa", tuple(_C.cpu_isas_supported()))
 def test_every_variant_builds_the_weight_operand_by_the_law(isa):
     """The weight operands come from the variant's decoder (straight from its registers on

@@ -22,6 +22,7 @@ if they do not).
 import argparse
 import copy
 import datetime
+import gc
 import os
 import sys
 
@@ -95,6 +96,9 @@ def main():
               % (diff, ("bit for bit" if args.ordered else "within the all-reduce bound")
                  if all(t[1] for t in every) else ("NOT EQUAL" if args.ordered else "TOO LARGE")))
     all_ok = all(t[1] for t in every)
+    # Let go of the sharded model (its DTensors hold the mesh and its group) before the group goes.
+    del model, whole, logits, want
+    gc.collect()
     dist.barrier()
     dist.destroy_process_group()
     return 0 if all_ok else 1

@@ -31,6 +31,10 @@ grades >= 0.8x, grad_input >= 0.9x and step >= 0.85x on every grade; dequantize 
     .venv/bin/python benchmarks/bench_train.py                      # every shape, dtype, batch
     .venv/bin/python benchmarks/bench_train.py --shapes 4096x4096 --batches 512   # one slice
     .venv/bin/python benchmarks/bench_train.py --dtypes bfloat16 --laws bf16    # the bf16 law alone
+    .venv/bin/python benchmarks/bench_train.py --grades INT4G32 S4_G32 --laws float   # other grades
+
+Grades besides the reference four (--grades) are timed the same way and have no target; INT4G
+has no bf16 activation law, so its rows run under the float law only.
 """
 
 import argparse
@@ -43,7 +47,7 @@ import torch.nn.functional as F
 import torch_grit
 from bench_linear import cpu_name
 
-GRADES = ("MXFP4", "NVF4", "Q4KS", "I8S24")
+GRADES = ("MXFP4", "NVF4", "Q4KS", "I8S24")  # the reference grades: the targets are theirs
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 RANK = 16
 TARGETS = {"forward": {"MXFP4": 1.0, None: 0.8}, "grad_input": {None: 0.9}, "step": {None: 0.85}}
@@ -88,12 +92,14 @@ def medians(rows, rounds):
     return {name: statistics.median(t) for name, t in times.items()}
 
 
-def bench_group(n, k, dtype, batch, rounds, out, law="float"):
+def bench_group(n, k, dtype, batch, rounds, out, law="float", grades=GRADES):
     gen = torch.Generator().manual_seed(0)
     w = (torch.randn(n, k, generator=gen) * 0.02).to(dtype)
     x = torch.randn(batch, k, generator=gen).to(dtype)
     gy = torch.randn(batch, n, generator=gen).to(dtype)
-    packed = {g: torch_grit.quantize(w, g) for g in GRADES}  # logical dtype: the activations'
+    if law == "bf16":
+        grades = [g for g in grades if not g.upper().startswith("INT4G")]
+    packed = {g: torch_grit.quantize(w, g) for g in grades}  # logical dtype: the activations'
     if law == "bf16":  # the bf16 law's kernels read the row-major planes
         packed = {g: q.untile() if q.tiled else q for g, q in packed.items()}
     rows = {("forward", None): lambda: F.linear(x, w)}  # nothing here requires grad: no graph
@@ -118,7 +124,7 @@ def bench_group(n, k, dtype, batch, rounds, out, law="float"):
     dense.weight.requires_grad_(False)
     xg = x.clone().requires_grad_(True)
     rows[("step", None)] = step_fn(LoRA(dense, dtype), xg, gy)
-    for g in GRADES:
+    for g in grades:
         layer = torch_grit.nn.GritLinear.from_packed(packed[g], activations=None if law == "float" else law)
         rows[("step", g)] = step_fn(LoRA(layer, dtype), xg, gy)
     t = medians(rows, rounds)
@@ -128,11 +134,11 @@ def bench_group(n, k, dtype, batch, rounds, out, law="float"):
                             grade=g, t=sec, torch=t[(what, None)], law=law))
 
 
-def dequant_rows(n, k, rounds):
+def dequant_rows(n, k, rounds, grades=GRADES):
     """Weights per second of GritTensor.dequantize() per grade, and of w.clone() on the float32
     weight: the cost of filling that much fresh memory, which bounds any full decode."""
     w32 = torch.randn(n, k, generator=torch.Generator().manual_seed(0))
-    rows = {g: (lambda q=torch_grit.quantize(w32, g): q.dequantize()) for g in GRADES}
+    rows = {g: (lambda q=torch_grit.quantize(w32, g): q.dequantize()) for g in grades}
     rows["float32 clone"] = w32.clone
     t = medians(rows, rounds)
     return {g: n * k / sec for g, sec in t.items()}
@@ -146,7 +152,10 @@ def main():
     ap.add_argument("--laws", nargs="+", choices=("float", "bf16"), default=["float", "bf16"],
                     help="float: the default path; bf16: the bf16 activation law (bfloat16 activations only)")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--grades", nargs="+", default=list(GRADES),
+                    help="grade names or canonical strings (default: the reference grades, which carry the targets)")
     args = ap.parse_args()
+    grades = args.grades
     torch.manual_seed(0)
     print("CPU: %s; torch %s, %d threads; torch_grit CPU variant %s"
           % (cpu_name(), torch.__version__, torch.get_num_threads(), torch_grit._C.cpu_isa()))
@@ -160,10 +169,10 @@ def main():
                 for law in args.laws:
                     if law == "bf16" and d != "bfloat16":
                         continue
-                    bench_group(n, k, DTYPES[d], b, args.rounds, results, law)
-    print("\n| shape | dtype | batch | law | step | torch ms | " + " | ".join("%s ms (ratio)" % g for g in GRADES)
+                    bench_group(n, k, DTYPES[d], b, args.rounds, results, law, grades)
+    print("\n| shape | dtype | batch | law | step | torch ms | " + " | ".join("%s ms (ratio)" % g for g in grades)
           + " |")
-    print("|---|---|---|---|---|---|" + "---|" * len(GRADES))
+    print("|---|---|---|---|---|---|" + "---|" * len(grades))
     keyed = {}
     for r in results:
         keyed.setdefault((r["shape"], r["dtype"], r["batch"], r["law"], r["what"]), {})[r["grade"]] = r
@@ -171,16 +180,19 @@ def main():
     for (shape, dtype, batch, law, what), by in keyed.items():
         base = next(iter(by.values()))["torch"]
         cells = []
-        for g in GRADES:
+        for g in grades:
+            if g not in by:
+                cells.append("-")
+                continue
             ratio = base / by[g]["t"]
             cells.append("%.2f (%.2fx)" % (by[g]["t"] * 1e3, ratio))
-            if batch >= TARGET_BATCH:
+            if batch >= TARGET_BATCH and g in GRADES:
                 want = TARGETS[what].get(g, TARGETS[what][None])
                 checks.append(("%s %s b%d %s %s %s" % (shape, dtype, batch, law, what, g), ratio, want))
         print("| %s | %s | %d | %s | %s | %.2f | %s |" % (shape, dtype, batch, law, what, base * 1e3,
                                                          " | ".join(cells)))
     n, k = map(int, args.shapes[0].split("x"))
-    rates = dequant_rows(n, k, args.rounds)
+    rates = dequant_rows(n, k, args.rounds, grades)
     print("\nGritTensor.dequantize(), %dx%d, float32 out: " % (n, k)
           + ", ".join("%s %.2f G weights/s" % (g, r / 1e9) for g, r in rates.items()))
     checks += [("dequantize %s" % g, r / DEQUANT_TARGET, 1.0) for g, r in rates.items() if g in GRADES]

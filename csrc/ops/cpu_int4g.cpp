@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstring>
 
 #include "grit/int4_groups.h"
@@ -171,14 +172,30 @@ at::Tensor int4g_packed_linear_grad_input_cpu(const at::Tensor& grad_y, const at
     const at::Tensor gy = grad_y.reshape({m, n}).to(at::kFloat).contiguous();
     const float* gyp = gy.const_data_ptr<float>();
     float* gxp = gx.mutable_data_ptr<float>();
+    // The variant's kernel (the reference's bits) where it has one: blocks
+    // of W as large as fit about 8 MiB in binary64, since every block reads
+    // and writes grad_x once more.
+    const auto simd = active_cpu_kernels(op).int4g_grad_input;
+    const int64_t block_rows =
+        simd == nullptr ? kGradTileRows
+                        : std::max<int64_t>(kGradTileRows, std::min<int64_t>(512, (int64_t{8} << 20) / (8 * k)) / 16 * 16);
     grad_input_blocks<double>(
-        n, k, m, kGradTileRows,
+        n, k, m, block_rows,
         [&](int64_t r0, int64_t r1, double* out) {
           at::parallel_for(r0, r1, 8, [&](int64_t b, int64_t e) { grit::cpu::int4g_rows(w, b, e, out + (b - r0) * k); });
         },
         [&](int64_t r0, int64_t r1, const double* rows, int64_t c0, int64_t c1) {
-          grit::cpu::int4g_grad_input_accumulate(w, gyp, rows, r0, r1, 0, m, c0, c1, gxp);
+          if (simd != nullptr)
+            simd(gyp, n, rows, r0, r1, m, k, c0, c1, gxp);
+          else
+            grit::cpu::int4g_grad_input_accumulate(w, gyp, rows, r0, r1, 0, m, c0, c1, gxp);
         });
+    // NaN results canonical, as y's are: which NaN an add passes on depends
+    // on its operands' order, which a compiler may swap.
+    at::parallel_for(0, m * k, int64_t{1} << 16, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i)
+        if (std::isnan(gxp[i])) gxp[i] = grit::canonical_nan();
+    });
   }
   return gx.to(grad_y.scalar_type()).view(with_last(grad_y.sizes(), k));
 }

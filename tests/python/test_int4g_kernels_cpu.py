@@ -26,13 +26,24 @@ def _bits(t):
 
 
 def _x(shape, dtype, seed):
+    """Random values; the first row holds NaN and infinities (so its outputs are mostly NaN),
+    the others zeros of both signs and subnormals (so their outputs are numbers to compare)."""
     x = torch.randn(shape, generator=torch.Generator().manual_seed(seed))
-    flat = x.view(-1)
-    flat[::29] = float("nan")
-    flat[3::31] = float("inf")
-    flat[5::37] = -float("inf")
-    flat[7::41] = 0.0
+    rows = x.view(-1, shape[-1])
+    rows[0, ::29] = float("nan")
+    rows[0, 3::31] = float("inf")
+    rows[0, 5::37] = -float("inf")
+    rows[1:, 7::41] = 0.0
+    rows[1:, 11::43] = -0.0
+    rows[1:, 13::47] = 1e-40
     return x.to(dtype)
+
+
+def _equal_bits(got, want):
+    """The same bits, and not only NaN: every row after the first must hold numbers."""
+    rows = want.reshape(-1, want.shape[-1])
+    assert rows.shape[0] < 2 or not torch.isnan(rows[1:]).all()
+    return torch.equal(_bits(got), _bits(want))
 
 
 def _linear(isa, *args):
@@ -56,7 +67,7 @@ def test_every_variant_returns_the_scalar_bits(isa, dtype, rows, cols, group):
             want = _linear("scalar", x, *planes, grade, [rows, cols], b)
             got = _linear(isa, x, *planes, grade, [rows, cols], b)
             assert got.dtype == dtype and got.shape == want.shape
-            assert torch.equal(_bits(got), _bits(want)), (isa, batch, b is None)
+            assert _equal_bits(got, want), (isa, batch, b is None)
 
 
 def _bad_planes():
@@ -123,3 +134,68 @@ def test_misaligned_scale_plane_is_read_correctly():
     want = torch.ops.grit.packed_linear(x, *planes, "INT4G8", [17, 40], None)
     got = torch.ops.grit.packed_linear(x, planes[0], odd, planes[2], planes[3], "INT4G8", [17, 40], None)
     assert torch.equal(got, want)
+
+
+def _grad_input(isa, gy, planes, grade, shape):
+    previous = _C._set_cpu_isa(isa)
+    try:
+        return torch.ops.grit.packed_linear_grad_input(gy, *planes, grade, list(shape))
+    finally:
+        _C._set_cpu_isa(previous)
+
+
+# Large batches: from 16 rows whose binary64 activations fill 1 MiB the vector variants'
+# forward takes the batch kernel (int4g_batch_simd.inc, chunks of 256 columns; here the
+# batches of 39 and 70 rows), and grad_input takes the variant's KernelTable::int4g_grad_input
+# at any batch; [rows, cols, group] with chunks that groups straddle, ragged tiles and an odd
+# row length.
+LARGE = ((40, 4104, 32), (33, 4097, 100), (17, 3400, 7))
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("dtype", (torch.float32, torch.bfloat16))
+@pytest.mark.parametrize("rows, cols, group", LARGE)
+def test_large_batches_return_the_scalar_bits(isa, dtype, rows, cols, group):
+    grade = "INT4G%d" % group
+    planes = ops.quantize(torch.randn(rows, cols, generator=torch.Generator().manual_seed(cols)), grade)
+    bias = torch.randn(rows).to(dtype)
+    for batch in ((8, cols), (3, 13, cols), (70, cols)):
+        x = _x(batch, dtype, cols + batch[0])
+        want = _linear("scalar", x, *planes, grade, [rows, cols], bias)
+        got = _linear(isa, x, *planes, grade, [rows, cols], bias)
+        assert _equal_bits(got, want), (isa, batch)
+        gy = _x(batch[:-1] + (rows,), dtype, rows + batch[0])
+        want = _grad_input("scalar", gy, planes, grade, (rows, cols))
+        got = _grad_input(isa, gy, planes, grade, (rows, cols))
+        assert _equal_bits(got, want), (isa, batch, "grad_input")
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_a_row_alone_is_the_same_row_inside_a_batch(isa):
+    """Batch 1 takes the tile kernel and batch 40 the batch kernel: each row's y (and
+    grad_x) is the same bits either way."""
+    grade, shape = "INT4G32", (50, 4096)
+    planes = ops.quantize(torch.randn(shape, generator=torch.Generator().manual_seed(3)), grade)
+    x = _x((40, shape[1]), torch.float32, 5)
+    gy = _x((40, shape[0]), torch.float32, 6)
+    y = _linear(isa, x, *planes, grade, list(shape), None)
+    gx = _grad_input(isa, gy, planes, grade, shape)
+    for i in (0, 7, 39):
+        alone = _linear(isa, x[i:i + 1], *planes, grade, list(shape), None)
+        assert torch.equal(_bits(alone[0]), _bits(y[i])), i
+        alone = _grad_input(isa, gy[i:i + 1], planes, grade, shape)
+        assert torch.equal(_bits(alone[0]), _bits(gx[i])), i
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_large_batches_ask_the_reader_about_bad_planes(isa):
+    """The batch kernel checks codes and scales as it reads them, as the tile kernel does."""
+    empty = torch.empty(0, dtype=torch.uint8)
+    x = torch.randn(2048, 64)  # 1 MiB of binary64 activations: the batch kernel
+    for name, codes, scales in _bad_planes():
+        with pytest.raises(ValueError) as want:
+            torch.ops.grit.check(codes, scales, empty, empty, "INT4G16", [20, 64])
+        with pytest.raises(ValueError) as got:
+            _linear(isa, x, codes, scales, empty, empty, "INT4G16", [20, 64], None)
+        assert str(got.value).split("\n")[0] == str(want.value).split("\n")[0].replace(
+            "grit::check", "grit::packed_linear"), name

@@ -22,11 +22,17 @@ namespace grit {
 namespace cpu {
 namespace {
 
-const KernelTable kTable{Isa::kAvx2,           &simd_linear_entry,      &simd_decode_entry,
-                         &simd_int4g_entry,     true,                    &simd_grad_input_rows,
-                         nullptr,               &simd_decode_strips_entry, &simd_grad_input_strips,
-                         kGradStrip,            &simd_decode_columns_entry,
-                         &simd_grad_input_fused_entry};
+constexpr KernelTable make_table() {
+  KernelTable t{Isa::kAvx2,           &simd_linear_entry,      &simd_decode_entry,
+                &simd_int4g_entry,     true,                    &simd_grad_input_rows,
+                nullptr,               &simd_decode_strips_entry, &simd_grad_input_strips,
+                kGradStrip,            &simd_decode_columns_entry,
+                &simd_grad_input_fused_entry};
+  t.int4g_grad_input = &GRIT_SIMD_NS::int4g_batch_grad_input;
+  return t;
+}
+
+constexpr KernelTable kTable = make_table();
 
 }  // namespace
 

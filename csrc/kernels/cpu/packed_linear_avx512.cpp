@@ -78,17 +78,25 @@ namespace grit {
 namespace cpu {
 namespace {
 
-const KernelTable kTable{Isa::kAvx512,         &simd_linear_entry,        &simd_decode_entry,
-                         &simd_int4g_entry,     true,                      &simd_grad_input_rows,
-                         nullptr,               &simd_decode_strips_entry, &simd_grad_input_strips,
-                         kGradStrip,            &simd_decode_columns_entry,
-                         &simd_grad_input_fused_entry};
-const KernelTable kBf16Table{Isa::kAvx512Bf16,    &simd_linear_pairs_entry,  &simd_decode_entry,
-                             &simd_int4g_entry,   true,                      &simd_grad_input_rows,
-                             &simd_grad_input_pairs, &simd_decode_strips_entry, &simd_grad_input_strips,
-                             kGradStrip,            &simd_decode_columns_entry,
-                             &simd_grad_input_fused_entry, &simd_bf16_pack_tile_entry,
-                             &simd_bf16_pack_cols_tile_entry};
+constexpr KernelTable make_table(bool bf16) {
+  KernelTable t{Isa::kAvx512,         &simd_linear_entry,        &simd_decode_entry,
+                &simd_int4g_entry,     true,                      &simd_grad_input_rows,
+                nullptr,               &simd_decode_strips_entry, &simd_grad_input_strips,
+                kGradStrip,            &simd_decode_columns_entry,
+                &simd_grad_input_fused_entry};
+  if (bf16) {
+    t.isa = Isa::kAvx512Bf16;
+    t.linear_tiles = &simd_linear_pairs_entry;
+    t.grad_input_pairs = &simd_grad_input_pairs;
+    t.bf16_pack_tile = &simd_bf16_pack_tile_entry;
+    t.bf16_pack_cols_tile = &simd_bf16_pack_cols_tile_entry;
+  }
+  t.int4g_grad_input = &GRIT_SIMD_NS::int4g_batch_grad_input;
+  return t;
+}
+
+constexpr KernelTable kTable = make_table(false);
+constexpr KernelTable kBf16Table = make_table(true);
 
 }  // namespace
 

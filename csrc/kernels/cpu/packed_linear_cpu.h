@@ -234,6 +234,13 @@ struct KernelTable {
   // *fallback as bf16_pack_tile does. avx512_bf16 only; null elsewhere.
   Status (*bf16_pack_cols_tile)(const LinearPlan& p, int64_t tile, int64_t first, int64_t block_chunks, uint16_t* B,
                                 bool* fallback) = nullptr;
+  // INT4G's grad_x (packed_linear_int4g.h): int4g_grad_input_accumulate's
+  // bits for every batch row i < m over the binary64 rows [row_begin,
+  // row_end) of W in w_rows (k each), columns [col_begin, col_end). May run
+  // concurrently on disjoint column ranges. Null in the scalar variant.
+  void (*int4g_grad_input)(const float* grad_y, int64_t n, const double* w_rows, int64_t row_begin,
+                           int64_t row_end, int64_t m, int64_t k, int64_t col_begin, int64_t col_end,
+                           float* grad_x) = nullptr;
 };
 
 // The column granule of KernelTable::grad_input_fused (the decoders' chunk).

@@ -190,13 +190,17 @@ TEST(PackedLinearInt4g, AlignedRowsHoldEachRowsCodesFromByteZero) {
   }
 }
 
+// At batch 1 the tile kernel reads the planes, at 500 rows of 264 columns
+// (1 MiB of binary64 activations) the batch kernel (int4g_batch_simd.inc,
+// int4g_batch_wanted): both check as they read.
 TEST(PackedLinearInt4g, VariantsAskForTheReaderOnEveryBadCodeOrScale) {
   const int64_t n = 33, k = 264;
   const uint64_t g = 32;
-  const std::vector<float> x = randf(static_cast<size_t>(k), 11);
+  for (const int64_t m : {int64_t{1}, int64_t{500}}) {
+  const std::vector<float> x = randf(static_cast<size_t>(m * k), 11);
   for (grit::cpu::Isa isa : supported_isas()) {
     if (isa == grit::cpu::Isa::kScalar) continue;
-    std::vector<float> y(static_cast<size_t>(n));
+    std::vector<float> y(static_cast<size_t>(m * n));
     // A reserved code at every row/column position class: first and last
     // row, first, middle and last column (low and high nibble).
     for (const int64_t idx : {int64_t{0}, int64_t{1}, 7 * k + 131, n * k - 2, n * k - 1, 32 * k + 255}) {
@@ -204,13 +208,14 @@ TEST(PackedLinearInt4g, VariantsAskForTheReaderOnEveryBadCodeOrScale) {
       p.codes[static_cast<size_t>(idx / 2)] = static_cast<uint8_t>(
           (p.codes[static_cast<size_t>(idx / 2)] & (idx % 2 ? 0x0F : 0xF0)) | (8 << (4 * (idx % 2))));
       ASSERT_EQ(grit::cpu::int4g_check(p.w).code, grit::Error::kReservedCode);
-      EXPECT_TRUE(variant_y(isa, p.w, x, 1, nullptr, &y)) << grit::cpu::isa_name(isa) << " code " << idx;
+      EXPECT_TRUE(variant_y(isa, p.w, x, m, nullptr, &y)) << grit::cpu::isa_name(isa) << " code " << idx << " m" << m;
     }
     for (const double bad : {0.0, -1.0, double{INFINITY}, double{NAN}, 1e308}) {
       for (const size_t at : {size_t{0}, size_t{8 * 9 + 3}, size_t{n * 9 - 1}}) {
         Packed p = pack(n, k, g, 22);
         p.scales[at] = bad;
-        EXPECT_TRUE(variant_y(isa, p.w, x, 1, nullptr, &y)) << grit::cpu::isa_name(isa) << " scale " << bad;
+        EXPECT_TRUE(variant_y(isa, p.w, x, m, nullptr, &y))
+            << grit::cpu::isa_name(isa) << " scale " << bad << " m" << m;
       }
     }
     // 7*s overflows but the group's codes stay at +-1: valid, the reader
@@ -223,10 +228,11 @@ TEST(PackedLinearInt4g, VariantsAskForTheReaderOnEveryBadCodeOrScale) {
     }
     p.scales[5 * 9 + 2] = 1e308;
     ASSERT_TRUE(grit::cpu::int4g_check(p.w).ok());
-    std::vector<float> want(static_cast<size_t>(n));
-    grit::cpu::int4g_linear_tiles(p.w, x.data(), 1, nullptr, 0, grit::cpu::int4g_tile_count(n), want.data());
-    EXPECT_TRUE(variant_y(isa, p.w, x, 1, nullptr, &y));
-    for (int64_t j = 0; j < n; ++j) EXPECT_TRUE(same_bits(y[j], want[j])) << j;
+    std::vector<float> want(static_cast<size_t>(m * n));
+    grit::cpu::int4g_linear_tiles(p.w, x.data(), m, nullptr, 0, grit::cpu::int4g_tile_count(n), want.data());
+    EXPECT_TRUE(variant_y(isa, p.w, x, m, nullptr, &y));
+    for (int64_t j = 0; j < m * n; ++j) EXPECT_TRUE(same_bits(y[j], want[j])) << j << " m" << m;
+  }
   }
 }
 
@@ -261,5 +267,93 @@ TEST(PackedLinearInt4g, ReaderNamesTheFirstOffender) {
       EXPECT_TRUE(st.ok()) << st.message;
     else
       EXPECT_EQ(st.message, want) << "trial " << trial;
+  }
+}
+
+// From 16 batch rows whose binary64 activations fill 1 MiB
+// (int4g_batch_wanted) every vector variant takes the batch kernel
+// (int4g_batch_simd.inc): the reference's bits over chunks of 256 columns
+// that groups straddle, ragged tiles, odd rows (the aligned copy), batch
+// rows in and out of its register blocks, passes of 512 batch rows, hostile
+// activations, and a tile range split as two threads would split it.
+TEST(PackedLinearInt4g, BatchKernelReturnsTheReferenceBits) {
+  const int64_t shapes[][3] = {{17, 8200, 100}, {16, 8193, 7}, {33, 8450, 64}, {1, 8448, 3}};
+  for (grit::cpu::Isa isa : supported_isas()) {
+    if (isa == grit::cpu::Isa::kScalar) continue;
+    for (const auto& sh : shapes)
+      for (const int64_t m : {int64_t{16}, int64_t{17}, int64_t{19}}) {
+        const int64_t n = sh[0], k = sh[1];
+        Packed p = pack(n, k, static_cast<uint64_t>(sh[2]), static_cast<uint32_t>(n * 7 + k));
+        std::vector<uint8_t> rows(static_cast<size_t>(n * grit::cpu::int4g_row_stride(k)));
+        if (k % 2 != 0) {
+          grit::cpu::int4g_align_rows(p.w, 0, n, rows.data());
+          p.w.row_codes = rows.data();
+        }
+        const std::vector<float> x = hostile_x(static_cast<size_t>(m * k), static_cast<uint32_t>(k * m));
+        const std::vector<float> bias = randf(static_cast<size_t>(n), 19);
+        for (const float* b : {static_cast<const float*>(nullptr), bias.data()}) {
+          std::vector<float> want(static_cast<size_t>(m * n), -1.0f), got(want.size(), -2.0f);
+          grit::cpu::int4g_linear_tiles(p.w, x.data(), m, b, 0, grit::cpu::int4g_tile_count(n), want.data());
+          EXPECT_FALSE(variant_y(isa, p.w, x, m, b, &got)) << grit::cpu::isa_name(isa);
+          for (size_t i = 0; i < want.size(); ++i)
+            ASSERT_TRUE(same_bits(got[i], want[i]))
+                << grit::cpu::isa_name(isa) << " " << n << "x" << k << " m" << m << " at " << i;
+        }
+      }
+    // Past one pass of 512 batch rows.
+    const int64_t n = 20, k = 300, m = 530;
+    Packed p = pack(n, k, 16, 3);
+    const std::vector<float> x = hostile_x(static_cast<size_t>(m * k), 4);
+    std::vector<float> want(static_cast<size_t>(m * n)), got(want.size());
+    grit::cpu::int4g_linear_tiles(p.w, x.data(), m, nullptr, 0, grit::cpu::int4g_tile_count(n), want.data());
+    EXPECT_FALSE(variant_y(isa, p.w, x, m, nullptr, &got));
+    for (size_t i = 0; i < want.size(); ++i) ASSERT_TRUE(same_bits(got[i], want[i])) << "m530 at " << i;
+  }
+}
+
+// KernelTable::int4g_grad_input returns int4g_grad_input_accumulate's bits:
+// batch rows in and out of its register blocks, column ranges that do and
+// do not end on its vectors, rows in two blocks, grad_y holding NaN,
+// infinities, zeros of both signs and subnormals. A NaN may differ in sign
+// (which NaN an add passes on follows its operands' order, which the
+// compiler may swap in the reference's loop); the op makes every NaN of
+// grad_x canonical afterwards.
+TEST(PackedLinearInt4g, GradInputOfEveryVariantIsTheReferences) {
+  for (grit::cpu::Isa isa : supported_isas()) {
+    const grit::cpu::KernelTable& kt = grit::cpu::kernels_for(isa);
+    if (isa == grit::cpu::Isa::kScalar) {
+      EXPECT_EQ(kt.int4g_grad_input, nullptr);
+      continue;
+    }
+    ASSERT_NE(kt.int4g_grad_input, nullptr) << grit::cpu::isa_name(isa);
+    for (const auto& sh : {std::array<int64_t, 3>{19, 13, 5}, {40, 100, 32}, {33, 131, 7}, {64, 96, 32}})
+      for (const int64_t m : {int64_t{1}, int64_t{3}, int64_t{4}, int64_t{5}, int64_t{9}}) {
+        const int64_t n = sh[0], k = sh[1];
+        Packed p = pack(n, k, static_cast<uint64_t>(sh[2]), static_cast<uint32_t>(n + k + m));
+        std::vector<double> w(static_cast<size_t>(n * k));
+        grit::cpu::int4g_rows(p.w, 0, n, w.data());
+        // Batch row 0 holds NaN and infinities, the others zeros of both
+        // signs and subnormals: their sums stay numbers to compare.
+        std::vector<float> gy = randf(static_cast<size_t>(m * n), static_cast<uint32_t>(m * 3 + k));
+        const float nonfinite[] = {NAN, INFINITY, -INFINITY}, tiny[] = {0.0f, -0.0f, 1e-45f, -3e-39f};
+        for (int64_t j = 0; j < n; j += 5) gy[static_cast<size_t>(j)] = nonfinite[(j / 5) % 3];
+        for (int64_t i = n + 2; i < m * n; i += 7) gy[static_cast<size_t>(i)] = tiny[(i / 7) % 4];
+        std::vector<float> want(static_cast<size_t>(m * k), 0.0f), got(want.size(), 0.0f);
+        const int64_t split = n / 2, cut = k > 40 ? 37 : k / 2;
+        for (const int64_t r : {int64_t{0}, split}) {
+          const int64_t r1 = r == 0 ? split : n;
+          grit::cpu::int4g_grad_input_accumulate(p.w, gy.data(), w.data() + r * k, r, r1, 0, m, 0, k, want.data());
+          kt.int4g_grad_input(gy.data(), n, w.data() + r * k, r, r1, m, k, 0, cut, got.data());
+          kt.int4g_grad_input(gy.data(), n, w.data() + r * k, r, r1, m, k, cut, k, got.data());
+        }
+        int nans = 0;
+        for (size_t i = 0; i < want.size(); ++i) {
+          nans += std::isnan(want[i]);
+          ASSERT_TRUE(same_bits(got[i], want[i]) || (std::isnan(got[i]) && std::isnan(want[i])))
+              << grit::cpu::isa_name(isa) << " " << n << "x" << k << " m" << m << " at " << i << ": " << got[i]
+              << " vs " << want[i];
+        }
+        EXPECT_LE(nans, static_cast<int>(k));  // only batch row 0's sums may be NaN
+      }
   }
 }

@@ -199,3 +199,21 @@ def test_large_batches_ask_the_reader_about_bad_planes(isa):
             _linear(isa, x, codes, scales, empty, empty, "INT4G16", [20, 64], None)
         assert str(got.value).split("\n")[0] == str(want.value).split("\n")[0].replace(
             "grit::check", "grit::packed_linear"), name
+
+
+def test_large_batches_do_not_depend_on_the_thread_count():
+    grade, shape = "INT4G64", (70, 4160)
+    planes = ops.quantize(torch.randn(shape, generator=torch.Generator().manual_seed(4)), grade)
+    x = _x((40, shape[1]), torch.float32, 8)
+    gy = _x((40, shape[0]), torch.float32, 9)
+    before = torch.get_num_threads()
+    out = {}
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            out[threads] = (torch.ops.grit.packed_linear(x, *planes, grade, list(shape), None),
+                            torch.ops.grit.packed_linear_grad_input(gy, *planes, grade, list(shape)))
+    finally:
+        torch.set_num_threads(before)
+    for a, b in zip(out[1], out[2]):
+        assert _equal_bits(a, b)

@@ -8,6 +8,12 @@
 #if defined(__x86_64__) || defined(__i386__)
 
 #include "kernels/cpu/simd_avx512.inc"
+
+// Blocking: batch rows side by side, and grad_x's 16-column vectors per row
+// (their sums and W's binary64 rows in registers).
+constexpr int kI4bRows = 4;
+constexpr int kI4bGradVecs = 4;
+
 #include "kernels/cpu/int4g_batch_simd.inc"
 #include "kernels/cpu/simd_end.inc"
 

@@ -83,11 +83,24 @@ at::Tensor int4g_dequantize_cpu(const at::Tensor& data, const at::Tensor& scale0
   const grit::cpu::Int4gWeight w =
       int4g_weight(op, data, scale0, scale1, aux, group, shape, data.device(), &scales);
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / w.k);
+  // The variant's decoder (the core's values) where rows start on a byte.
+  const auto simd = w.k % 2 == 0 ? active_cpu_kernels(op).int4g_decode_rows : nullptr;
   if (dtype == at::kDouble) {
     at::Tensor out = at::empty(shape, data.options().dtype(at::kDouble));
     double* o = out.mutable_data_ptr<double>();
-    at::parallel_for(0, w.n, grain, [&](int64_t b, int64_t e) { grit::cpu::int4g_rows(w, b, e, o + b * w.k); });
+    at::parallel_for(0, w.n, grain, [&](int64_t b, int64_t e) {
+      if (simd != nullptr)
+        simd(w, b, e, o + b * w.k, nullptr);
+      else
+        grit::cpu::int4g_rows(w, b, e, o + b * w.k);
+    });
     return out;
+  }
+  if (simd != nullptr) {  // binary64 rounded once to float32, as below
+    at::Tensor out = at::empty(shape, data.options().dtype(at::kFloat));
+    float* o = out.mutable_data_ptr<float>();
+    at::parallel_for(0, w.n, grain, [&](int64_t b, int64_t e) { simd(w, b, e, nullptr, o + b * w.k); });
+    return dtype == at::kFloat ? out : out.to(dtype);
   }
   // Any other dtype: binary64 a few rows at a time, rounded once to float32
   // (what .to() does first for every narrower dtype), then cast.
@@ -175,14 +188,21 @@ at::Tensor int4g_packed_linear_grad_input_cpu(const at::Tensor& grad_y, const at
     // The variant's kernel (the reference's bits) where it has one: blocks
     // of W as large as fit about 8 MiB in binary64, since every block reads
     // and writes grad_x once more.
-    const auto simd = active_cpu_kernels(op).int4g_grad_input;
+    const grit::cpu::KernelTable& kt = active_cpu_kernels(op);
+    const auto simd = kt.int4g_grad_input;
+    const auto decode_rows = k % 2 == 0 ? kt.int4g_decode_rows : nullptr;
     const int64_t block_rows =
         simd == nullptr ? kGradTileRows
                         : std::max<int64_t>(kGradTileRows, std::min<int64_t>(512, (int64_t{8} << 20) / (8 * k)) / 16 * 16);
     grad_input_blocks<double>(
         n, k, m, block_rows,
         [&](int64_t r0, int64_t r1, double* out) {
-          at::parallel_for(r0, r1, 8, [&](int64_t b, int64_t e) { grit::cpu::int4g_rows(w, b, e, out + (b - r0) * k); });
+          at::parallel_for(r0, r1, 8, [&](int64_t b, int64_t e) {
+            if (decode_rows != nullptr)
+              decode_rows(w, b, e, out + (b - r0) * k, nullptr);
+            else
+              grit::cpu::int4g_rows(w, b, e, out + (b - r0) * k);
+          });
         },
         [&](int64_t r0, int64_t r1, const double* rows, int64_t c0, int64_t c1) {
           if (simd != nullptr)

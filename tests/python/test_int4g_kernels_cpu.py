@@ -217,3 +217,24 @@ def test_large_batches_do_not_depend_on_the_thread_count():
         torch.set_num_threads(before)
     for a, b in zip(out[1], out[2]):
         assert _equal_bits(a, b)
+
+
+def _dequantize(isa, planes, grade, shape, dtype):
+    previous = _C._set_cpu_isa(isa)
+    try:
+        return torch.ops.grit.dequantize(*planes, grade, list(shape), dtype)
+    finally:
+        _C._set_cpu_isa(previous)
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("rows, cols, group", ((40, 600, 32), (33, 522, 100), (17, 300, 7), (18, 131, 32)))
+def test_dequantize_returns_the_scalar_bits(isa, rows, cols, group):
+    """The vector variants decode even row lengths themselves (KernelTable::int4g_decode_rows);
+    odd ones take the core's decoder. Every dtype is the binary64 decode, cast."""
+    grade = "INT4G%d" % group
+    planes = ops.quantize(torch.randn(rows, cols, generator=torch.Generator().manual_seed(rows)), grade)
+    for dtype in (torch.float64, torch.float32, torch.bfloat16, torch.float16):
+        want = _dequantize("scalar", planes, grade, (rows, cols), dtype)
+        got = _dequantize(isa, planes, grade, (rows, cols), dtype)
+        assert got.dtype == dtype and torch.equal(got.view(torch.uint8), want.view(torch.uint8)), dtype

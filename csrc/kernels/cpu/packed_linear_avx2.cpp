@@ -29,6 +29,7 @@ constexpr KernelTable make_table() {
                 kGradStrip,            &simd_decode_columns_entry,
                 &simd_grad_input_fused_entry};
   t.int4g_grad_input = &GRIT_SIMD_NS::int4g_batch_grad_input;
+  t.int4g_decode_rows = &GRIT_SIMD_NS::int4g_batch_rows;
   return t;
 }
 

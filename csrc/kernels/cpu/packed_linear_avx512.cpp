@@ -92,6 +92,7 @@ constexpr KernelTable make_table(bool bf16) {
     t.bf16_pack_cols_tile = &simd_bf16_pack_cols_tile_entry;
   }
   t.int4g_grad_input = &GRIT_SIMD_NS::int4g_batch_grad_input;
+  t.int4g_decode_rows = &GRIT_SIMD_NS::int4g_batch_rows;
   return t;
 }
 

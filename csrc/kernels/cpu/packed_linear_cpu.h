@@ -241,6 +241,13 @@ struct KernelTable {
   void (*int4g_grad_input)(const float* grad_y, int64_t n, const double* w_rows, int64_t row_begin,
                            int64_t row_end, int64_t m, int64_t k, int64_t col_begin, int64_t col_end,
                            float* grad_x) = nullptr;
+  // INT4G's rows [row_begin, row_end) decoded, row-major from row_begin:
+  // into out64 the core's binary64 values (int4g_decode_rows), or, where
+  // out64 is null, into out32 those values rounded to binary32. Only for an
+  // even row length (every row starts on a byte) and planes that passed
+  // int4g_check. Null in the scalar variant.
+  void (*int4g_decode_rows)(const Int4gWeight& w, int64_t row_begin, int64_t row_end, double* out64,
+                            float* out32) = nullptr;
 };
 
 // The column granule of KernelTable::grad_input_fused (the decoders' chunk).

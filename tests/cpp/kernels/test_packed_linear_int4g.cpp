@@ -357,3 +357,42 @@ TEST(PackedLinearInt4g, GradInputOfEveryVariantIsTheReferences) {
       }
   }
 }
+
+// KernelTable::int4g_decode_rows gives the core's binary64 weights
+// (int4g_decode_rows), and those rounded to binary32, for even row lengths:
+// groups that are and are not multiples of 16, short final groups, rows
+// ending inside a 16-column vector, a row range not starting at row 0, and
+// every code -7..7 under tiny, huge and subnormal scales.
+TEST(PackedLinearInt4g, DecodeRowsOfEveryVariantIsTheCores) {
+  const int64_t shapes[][3] = {{3, 2, 1}, {5, 16, 16}, {7, 34, 7}, {17, 64, 32}, {9, 100, 48}, {4, 130, 100},
+                               {2, 4096, 32}};
+  for (grit::cpu::Isa isa : supported_isas()) {
+    const grit::cpu::KernelTable& kt = grit::cpu::kernels_for(isa);
+    if (isa == grit::cpu::Isa::kScalar) {
+      EXPECT_EQ(kt.int4g_decode_rows, nullptr);
+      continue;
+    }
+    ASSERT_NE(kt.int4g_decode_rows, nullptr) << grit::cpu::isa_name(isa);
+    for (const auto& sh : shapes) {
+      const int64_t n = sh[0], k = sh[1];
+      Packed p = pack(n, k, static_cast<uint64_t>(sh[2]), static_cast<uint32_t>(n * 5 + k));
+      for (size_t i = 0; i < p.codes.size(); ++i)  // every code but the reserved one, in turn
+        if (i % 3 == 0) p.codes[i] = static_cast<uint8_t>(((i / 3) % 15 + 9) % 16 | ((((i / 3) + 4) % 15 + 9) % 16) << 4);
+      const double scales[] = {1e-300, 4.9e-324, 1e300, 3.0, 0.1};
+      for (size_t i = 0; i < p.scales.size(); i += 3) p.scales[i] = scales[(i / 3) % 5];
+      ASSERT_TRUE(grit::cpu::int4g_check(p.w).ok());
+      const int64_t r0 = n > 1 ? 1 : 0;
+      std::vector<double> want(static_cast<size_t>((n - r0) * k)), got64(want.size(), -1.0);
+      std::vector<float> got32(want.size(), -1.0f);
+      grit::cpu::int4g_rows(p.w, r0, n, want.data());
+      kt.int4g_decode_rows(p.w, r0, n, got64.data(), nullptr);
+      kt.int4g_decode_rows(p.w, r0, n, nullptr, got32.data());
+      for (size_t i = 0; i < want.size(); ++i) {
+        ASSERT_EQ(std::memcmp(&got64[i], &want[i], sizeof(double)), 0)
+            << grit::cpu::isa_name(isa) << " " << n << "x" << k << " at " << i << ": " << got64[i] << " vs " << want[i];
+        ASSERT_TRUE(same_bits(got32[i], static_cast<float>(want[i])))
+            << grit::cpu::isa_name(isa) << " " << n << "x" << k << " at " << i;
+      }
+    }
+  }
+}

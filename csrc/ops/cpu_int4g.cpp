@@ -25,6 +25,19 @@
 
 namespace grit_ops {
 
+namespace {
+
+// Rows [b, e) of W in binary64, the core's values: the variant's decoder
+// where rows start on a byte, else the core's.
+void rows64(const grit::cpu::KernelTable& kt, const grit::cpu::Int4gWeight& w, int64_t b, int64_t e, double* out) {
+  if (w.k % 2 == 0 && kt.int4g_decode_rows != nullptr)
+    kt.int4g_decode_rows(w, b, e, out, nullptr);
+  else
+    grit::cpu::int4g_rows(w, b, e, out);
+}
+
+}  // namespace
+
 std::vector<at::Tensor> int4g_quantize_cpu(const at::Tensor& w, uint64_t group) {
   const char* op = "grit::quantize";
   const Int4gQuantizeArgs a = int4g_quantize_args(op, w, group);
@@ -83,19 +96,14 @@ at::Tensor int4g_dequantize_cpu(const at::Tensor& data, const at::Tensor& scale0
   const grit::cpu::Int4gWeight w =
       int4g_weight(op, data, scale0, scale1, aux, group, shape, data.device(), &scales);
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / w.k);
-  // The variant's decoder (the core's values) where rows start on a byte.
-  const auto simd = w.k % 2 == 0 ? active_cpu_kernels(op).int4g_decode_rows : nullptr;
+  const grit::cpu::KernelTable& kt = active_cpu_kernels(op);
   if (dtype == at::kDouble) {
     at::Tensor out = at::empty(shape, data.options().dtype(at::kDouble));
     double* o = out.mutable_data_ptr<double>();
-    at::parallel_for(0, w.n, grain, [&](int64_t b, int64_t e) {
-      if (simd != nullptr)
-        simd(w, b, e, o + b * w.k, nullptr);
-      else
-        grit::cpu::int4g_rows(w, b, e, o + b * w.k);
-    });
+    at::parallel_for(0, w.n, grain, [&](int64_t b, int64_t e) { rows64(kt, w, b, e, o + b * w.k); });
     return out;
   }
+  const auto simd = w.k % 2 == 0 ? kt.int4g_decode_rows : nullptr;
   if (simd != nullptr) {  // binary64 rounded once to float32, as below
     at::Tensor out = at::empty(shape, data.options().dtype(at::kFloat));
     float* o = out.mutable_data_ptr<float>();
@@ -190,19 +198,13 @@ at::Tensor int4g_packed_linear_grad_input_cpu(const at::Tensor& grad_y, const at
     // and writes grad_x once more.
     const grit::cpu::KernelTable& kt = active_cpu_kernels(op);
     const auto simd = kt.int4g_grad_input;
-    const auto decode_rows = k % 2 == 0 ? kt.int4g_decode_rows : nullptr;
     const int64_t block_rows =
         simd == nullptr ? kGradTileRows
                         : std::max<int64_t>(kGradTileRows, std::min<int64_t>(512, (int64_t{8} << 20) / (8 * k)) / 16 * 16);
     grad_input_blocks<double>(
         n, k, m, block_rows,
         [&](int64_t r0, int64_t r1, double* out) {
-          at::parallel_for(r0, r1, 8, [&](int64_t b, int64_t e) {
-            if (decode_rows != nullptr)
-              decode_rows(w, b, e, out + (b - r0) * k, nullptr);
-            else
-              grit::cpu::int4g_rows(w, b, e, out + (b - r0) * k);
-          });
+          at::parallel_for(r0, r1, 8, [&](int64_t b, int64_t e) { rows64(kt, w, b, e, out + (b - r0) * k); });
         },
         [&](int64_t r0, int64_t r1, const double* rows, int64_t c0, int64_t c1) {
           if (simd != nullptr)

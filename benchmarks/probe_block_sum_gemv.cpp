@@ -1,9 +1,11 @@
-// A measurement, not torch_grit code. It decided the accumulation
-// law that csrc/grit/linear_law.h now defines (the shipped kernels follow it;
-// this stays as the standalone lower bound for the batch-1 loop). MXFP4 GEMV
-// (batch 1, 4096x4096, float32 x) with
+// A measurement, not torch_grit code. It decided the shape of the
+// accumulation law that csrc/grit/linear_law.h defines (per-block sums with
+// the scale applied once; this stays as the standalone lower bound for the
+// batch-1 loop). MXFP4 GEMV (batch 1, 4096x4096, float32 x) with
 // per-block partial sums: P_b = sum of e*x over the block's 32 columns (FMA,
-// four interleaved chains), then acc = fma(S_b, P_b, acc). The earlier law
+// four interleaved chains, the law's form when this probe was written; the
+// law now takes one chain per block, which the shipped kernels overlap
+// across blocks), then acc = fma(S_b, P_b, acc). The law before it
 // (each product w*x rounded, added in ascending k, no FMA) cost an S*e
 // multiply and a separate add per weight; this one does not. Random codes
 // and scales, `sets` distinct weight copies cycled (8: 71 MB, from DRAM; 1:

@@ -95,8 +95,8 @@ def packed_linear(x: Tensor, planes: Planes, grade: GradeLike, shape: Sequence[i
     ``x`` is ``[..., in]`` of float32, bfloat16 or float16 and ``y`` has
     ``x``'s dtype. Sums are float32 and each output element is reduced in one
     fixed order: on CPU the law of csrc/grit/linear_law.h (the decoded
-    weights' exact values, per k0-group FMA chains, a power-of-two or exact
-    scale applied once per group), every instruction set and batch size alike; on CUDA the order
+    weights' exact values, one FMA chain per k0-group in ascending columns,
+    a power-of-two or exact scale applied once per group), every instruction set and batch size alike; on CUDA the order
     csrc/kernels/cuda/packed_linear_cuda.h gives. Results do not depend on
     the thread count, and the bias is added last. ``W`` is decoded tile by
     tile, never as a whole. Differentiable in ``x`` and ``bias``.

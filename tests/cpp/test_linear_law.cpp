@@ -153,20 +153,28 @@ TEST(LinearLaw, FactoredRangesAreChecked) {
   EXPECT_NE(shortp.message.find("scale0"), std::string::npos) << shortp.message;
 }
 
-TEST(LinearLaw, FourChainsNotAscendingOrder) {
-  // x = [2^24, 1, 1, 1, -2^24, 1, 1, 1], e = 1: ascending float32 addition
-  // loses the first three ones (2^24 + 1 rounds back to 2^24) and gives 3;
-  // chain c = column mod 4 cancels 2^24 in chain 0 and gives 6 (exact).
+TEST(LinearLaw, OneAscendingChainPerGroup) {
+  // x = [2^24, 1, 1, 1, -2^24, 1, 1, 1], e = 1. In one group of 8 the chain
+  // runs in ascending columns: 2^24 + 1 rounds back to 2^24 three times,
+  // then -2^24 cancels it and three ones remain: 3 (four chains, column
+  // mod 4, would have given 6).
   const float x[8] = {16777216.0f, 1, 1, 1, -16777216.0f, 1, 1, 1};
   const float e[8] = {1, 1, 1, 1, 1, 1, 1, 1};
-  EXPECT_EQ(grit::law_block_dot(e, x, 8), 6.0f);
-  float asc = 0.0f;
-  for (float v : x) asc = asc + v;
-  EXPECT_EQ(asc, 3.0f);
+  EXPECT_EQ(grit::law_block_dot(e, x, 8), 3.0f);
+  // Two groups of 4 (S = 1): each chain starts from +0.0 and the fold adds
+  // 2^24 and -2^24 + 3 = -16777213 (exact): 3 again, by another path.
+  const float S[2] = {1.0f, 1.0f};
+  EXPECT_EQ(grit::law_block_dot(e, x, 4), 16777216.0f);
+  EXPECT_EQ(grit::law_block_dot(e + 4, x + 4, 4), -16777213.0f);
+  EXPECT_EQ(grit::law_dot(e, S, x, 8, 4), 3.0f);
+  // A group of 2 splits the first four columns into two chains: 2^24 + 1
+  // rounds to 2^24, the next group gives 2, the fold 2^24 + 2 (exact).
+  const float S4[4] = {1.0f, 1.0f, 1.0f, 1.0f};
+  EXPECT_EQ(grit::law_dot(e, S4, x, 4, 2), 16777218.0f);
 }
 
 TEST(LinearLaw, EachProductIsExactInsideItsFma) {
-  // Chain 0 gets fma(1, -1, 0) = -1, then fma(a, a, -1) with a = 1 + 2^-12:
+  // The chain gets fma(1, -1, 0) = -1, then three zeros, then fma(a, a, -1) with a = 1 + 2^-12:
   // a*a = 1 + 2^-11 + 2^-24 exactly, so the chain holds 2^-11 + 2^-24;
   // a product rounded first (a tie at 2^-24, to even) would leave 2^-11.
   const float a = 1.0f + std::ldexp(1.0f, -12);

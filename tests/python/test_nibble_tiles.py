@@ -111,15 +111,17 @@ def test_batch_one_takes_the_pair_loop_exactly_on_avx512_bf16(isa):
     """Batch 1, bfloat16 x, MXFP4 tiles: the two-product bfloat16 loop runs on the
     avx512_bf16 variant and on no other (they have no vdpbf16ps), with the
     planes' bits either way. (That every SIMD variant decodes the tiles in place
-    is tests/cpp/kernels/test_nibble_tiles.cpp's SimdVariantsReadTheTilesInPlace.)"""
-    shape = (64, 256)
-    planes = _planes("MXFP4", shape)
-    tiled = ops.tile_nibbles(planes, "MXFP4", shape)
-    x = _x((1,), shape[1], torch.bfloat16)
-    before = _C._cpu_pair_path_calls()
-    got = ops.packed_linear_tiled(x, tiled, "MXFP4", shape)
-    assert (_C._cpu_pair_path_calls() > before) == (isa == "avx512_bf16"), isa
-    assert _same_bits(got, ops.packed_linear(x, planes, "MXFP4", shape))
+    is tests/cpp/kernels/test_nibble_tiles.cpp's SimdVariantsReadTheTilesInPlace.)
+    The loop runs four groups side by side and the last k/32 mod 4 alone:
+    shapes with only the first, both, and only the second."""
+    for shape in ((64, 256), (40, 160), (17, 96)):
+        planes = _planes("MXFP4", shape)
+        tiled = ops.tile_nibbles(planes, "MXFP4", shape)
+        x = _x((1,), shape[1], torch.bfloat16)
+        before = _C._cpu_pair_path_calls()
+        got = ops.packed_linear_tiled(x, tiled, "MXFP4", shape)
+        assert (_C._cpu_pair_path_calls() > before) == (isa == "avx512_bf16"), (isa, shape)
+        assert _same_bits(got, ops.packed_linear(x, planes, "MXFP4", shape)), (isa, shape)
 
 
 def test_same_bits_for_any_thread_count():

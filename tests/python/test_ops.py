@@ -179,11 +179,9 @@ def _law_oracle(grade, planes, shape, x, bias):
         for j in range(n):
             acc = np.float32(0.0)
             for gi in range(k // k0):
-                c = [np.float32(0.0)] * 4
-                for t in range(k0):
-                    col = gi * k0 + t
-                    c[t % 4] = _fma32(e[j, col], x[i, col], c[t % 4])
-                P = np.float32(np.float32(c[0] + c[1]) + np.float32(c[2] + c[3]))
+                P = np.float32(0.0)
+                for col in range(gi * k0, (gi + 1) * k0):
+                    P = _fma32(e[j, col], x[i, col], P)
                 acc = _fma32(S[j, gi], P, acc)
             y[i, j] = acc if bias is None else np.float32(acc + bias[j])
     return y
@@ -193,9 +191,9 @@ def _law_oracle(grade, planes, shape, x, bias):
 @pytest.mark.parametrize("dtype", (torch.float32, torch.float16))
 def test_packed_linear_follows_the_law_bit_for_bit(grade, dtype):
     # The law the kernels must match bit for bit (csrc/grit/linear_law.h),
-    # recomputed here with exact FMAs: per k0-group four FMA chains over e
-    # (element values where the group factors, else decoded weights), the
-    # group's S applied once, bias last.
+    # recomputed here with exact FMAs: per k0-group one FMA chain over e in
+    # ascending columns (element values where the group factors, else
+    # decoded weights), the group's S applied once, bias last.
     # grad_x keeps its own law: fused multiply-adds into +0.0 in ascending n.
     shape = RAGGED
     planes = _planes(grade, shape)

@@ -3,8 +3,8 @@
 // reference kernel (packed_linear_ref.h). Torch-free: raw pointers, sizes.
 //
 // Numerics: the law of grit/linear_law.h (the decoded weights' exact values,
-// per k0-group FMA chains, a factored group's scale applied once, bias
-// last). The SIMD variants keep its order by vectorising across 16 output
+// one FMA chain per k0-group in ascending columns, a factored group's scale
+// applied once, bias last). The SIMD variants keep its order by vectorising across 16 output
 // rows (one lane per row of W), never across k, so an output element's
 // value does not depend on the instruction set, the batch size, the thread
 // count or how the rows are split between threads.

@@ -17,7 +17,7 @@ machine lands on every row of a round):
 With bfloat16 activations the same rows are timed a second time under the bf16 activation law
 (law "bf16": torch_grit.ops.packed_linear_bf16 and packed_linear_bf16_grad_input over the
 row-major planes, and a GritLinear with activations="bf16"), which runs on AMX tiles where the
-CPU has them; law "float" is the default path.
+CPU has them, else on AVX512_BF16's vdpbf16ps; law "float" is the default path.
 
 Ratios are torch's time over torch_grit's: above 1.00x torch_grit is faster. Then
 GritTensor.dequantize() of each grade, in weights per second, beside a clone of the float32
@@ -159,8 +159,9 @@ def main():
     torch.manual_seed(0)
     print("CPU: %s; torch %s, %d threads; torch_grit CPU variant %s"
           % (cpu_name(), torch.__version__, torch.get_num_threads(), torch_grit._C.cpu_isa()))
-    print("bf16 law on AMX tiles: %s" % ("yes" if torch_grit._C._cpu_bf16_amx_ready() else
-                                         "no (its scalar copy runs: expect it to be slow)"))
+    print("bf16 law runs on: %s" % ("AMX tiles" if torch_grit._C._cpu_bf16_amx_ready() else
+                                    "vdpbf16ps (AVX512_BF16)" if torch_grit._C._cpu_bf16_dp_ready() else
+                                    "its scalar copy (expect it to be slow)"))
     results = []
     for s in args.shapes:
         n, k = map(int, s.split("x"))

@@ -155,8 +155,8 @@ def packed_linear_bf16(x: Tensor, planes: Planes, grade: GradeLike, shape: Seque
     as zero), their products summed in chunks of 32 columns in the order of an AMX-BF16 tile
     multiply (two float32 chains over the even and odd columns, subnormal sums flushed), the
     bias added last. On a CPU whose tile multiply follows that order (checked once) the sums run
-    on AMX tiles, at bfloat16 GEMM speed; elsewhere a scalar copy of the law gives the same
-    bits. ``y`` has ``x``'s dtype; the same bits for every thread count and batch composition.
+    on AMX tiles, at bfloat16 GEMM speed; without AMX on AVX512_BF16's vdpbf16ps where that
+    follows the law (checked once), else in a scalar copy of the law: the same bits on every route. ``y`` has ``x``'s dtype; the same bits for every thread count and batch composition.
     Differentiable in ``x`` (straight through the rounding) and ``bias``. CPU only; INT4G is
     refused (quantize to S4_G<group> instead).
     """

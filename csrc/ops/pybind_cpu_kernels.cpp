@@ -9,6 +9,7 @@
 
 #include "grit/grit.h"
 #include "kernels/cpu/bf16_amx.h"
+#include "kernels/cpu/bf16_dpbf16.h"
 #include "kernels/cpu/nibble_tiles.h"
 #include "kernels/cpu/packed_linear_cpu.h"
 #include "kernels/cpu/s8_tile.h"
@@ -62,12 +63,18 @@ void bind_cpu_kernels(py::module_& m) {
         "Tests only: how many weight tiles packed_linear_s8's AMX kernel has run.");
   m.def("_cpu_set_bf16_amx", [](int mode) { return grit::cpu::set_bf16_amx(mode); },
         "Tests only: 0 runs packed_linear_bf16's scalar copy of the law, 1 or -1 (the default) its tile "
-        "multiplies where the CPU allows; returns the previous setting.");
+        "multiplies where the CPU allows them, else vdpbf16ps where it allows that, 2 vdpbf16ps even where "
+        "AMX is ready; returns the previous setting.");
   m.def("_cpu_bf16_amx_ready", []() { return grit::cpu::bf16_amx_ready(); },
         "Whether this CPU has AMX-BF16, the OS lets this process use it, and its tile multiply follows the "
         "bf16 law's order (checked once): packed_linear_bf16's fast kernel.");
   m.def("_cpu_bf16_amx_calls", []() { return grit::cpu::bf16_amx_calls(); },
         "Tests only: how many multiplies packed_linear_bf16's kernels have run on AMX tiles.");
+  m.def("_cpu_bf16_dp_ready", []() { return grit::cpu::bf16_dp_ready(); },
+        "Whether this CPU has AVX512_BF16 and its vdpbf16ps follows the bf16 law's order (checked once): "
+        "packed_linear_bf16's kernel where there is no AMX.");
+  m.def("_cpu_bf16_dp_calls", []() { return grit::cpu::bf16_dp_calls(); },
+        "Tests only: how many multiplies packed_linear_bf16's kernels have run on vdpbf16ps.");
   m.def("_cpu_pair_path_calls", []() { return grit::cpu::pair_path_calls(); },
         "Tests only: how many times the avx512_bf16 pair path has run (per thread and call).");
 

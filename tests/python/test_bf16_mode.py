@@ -1,7 +1,8 @@
 """The bf16 activation law (csrc/grit/bf16_linear.h) through its ops and the layer mode
 activations="bf16": the ops against a NumPy evaluation of the law written from its statement,
-the AMX tile kernel against the scalar copy bit for bit (ragged shapes, every x dtype, NaN and
-Inf, 1 and 2 threads, a row alone and inside a batch), opcheck, autograd, and the mode in
+the fast kernels (AMX tiles, or vdpbf16ps without AMX) against the scalar copy bit for bit (ragged
+shapes, every x dtype, NaN and Inf, 1 and 2 threads, a row alone and inside a batch), opcheck,
+autograd, and the mode in
 GritLinear, quantize_, save/load, inspect, TorchScript and report."""
 
 import copy
@@ -22,6 +23,10 @@ from torch_grit.nn import GritLinear
 
 GRADES = ("MXFP4", "NVF4", "Q4KS", "I8S24", "Q8_0", "U4Z_G128", "S4_G64", "MXFP8")
 AMX = _C._cpu_bf16_amx_ready()
+DP = _C._cpu_bf16_dp_ready()  # vdpbf16ps following the law: the route where there is no AMX
+# The kernel's fast routes on this CPU, as _cpu_set_bf16_amx modes: 1 takes the tiles where AMX is
+# ready, else vdpbf16ps; 2 takes vdpbf16ps even where AMX is ready.
+FAST_MODES = ((1,) if AMX or DP else ()) + ((2,) if AMX and DP else ())
 
 
 def _weight(grade, shape, seed=0):
@@ -38,20 +43,25 @@ def _bits(t):
     return t.float().contiguous().view(torch.int32)
 
 
+def _fast_calls():
+    return _C._cpu_bf16_amx_calls() + _C._cpu_bf16_dp_calls()
+
+
 class _Mode:
-    """The bf16 kernel's tile multiplies on (1) or off (0, the scalar copy) inside the block."""
+    """The bf16 kernel's fast routes on (1: tiles, else vdpbf16ps; 2: vdpbf16ps) or off (0, the
+    scalar copy) inside the block; `ran` counts the multiplies the fast routes ran."""
 
     def __init__(self, mode):
         self.mode = mode
 
     def __enter__(self):
         self.before = _C._cpu_set_bf16_amx(self.mode)
-        self.calls = _C._cpu_bf16_amx_calls()
+        self.calls = _fast_calls()
         return self
 
     def __exit__(self, *exc):
         _C._cpu_set_bf16_amx(self.before)
-        self.ran = _C._cpu_bf16_amx_calls() - self.calls
+        self.ran = _fast_calls() - self.calls
 
 
 # --------------------------------------------------------------------------- the law in NumPy
@@ -152,15 +162,15 @@ def test_every_variant_builds_the_weight_operand_by_the_law(isa):
 
 # --------------------------------------------------------------------------- the tile kernel's bits
 
-needs_amx = pytest.mark.skipif(
-    not AMX, reason="this CPU has no AMX-BF16 (or the OS did not grant the tile state, or its tile multiply "
-                    "does not follow the law's order): packed_linear_bf16 runs its scalar copy here")
+needs_fast = pytest.mark.skipif(
+    not FAST_MODES, reason="this CPU has neither AMX-BF16 nor AVX512_BF16 whose instructions follow the law's "
+                           "order: packed_linear_bf16 runs its scalar copy here")
 
 
-@needs_amx
+@needs_fast
 @pytest.mark.parametrize("grade", GRADES)
 @pytest.mark.parametrize("dtype", (torch.float32, torch.bfloat16, torch.float16))
-def test_tiles_give_the_scalar_law_bits(grade, dtype):
+def test_fast_routes_give_the_scalar_law_bits(grade, dtype):
     shape = (130, 512)
     q = _weight(grade, shape, seed=5)
     g = torch.Generator().manual_seed(6)
@@ -168,19 +178,21 @@ def test_tiles_give_the_scalar_law_bits(grade, dtype):
         x = (torch.randn(m, shape[1], generator=g) * 3).to(dtype)
         gy = torch.randn(m, shape[0], generator=g).to(dtype)
         bias = torch.randn(shape[0], generator=g).to(dtype)
-        with _Mode(1) as on:
-            y1 = ops.packed_linear_bf16(x, *_args(q), bias)
-            g1 = ops.packed_linear_bf16_grad_input(gy, *_args(q))
         with _Mode(0) as off:
             y0 = ops.packed_linear_bf16(x, *_args(q), bias)
             g0 = ops.packed_linear_bf16_grad_input(gy, *_args(q))
-        assert on.ran > 0 and off.ran == 0
-        assert y1.dtype == dtype and g1.dtype == dtype
-        assert torch.equal(_bits(y1), _bits(y0)), (grade, m)
-        assert torch.equal(_bits(g1), _bits(g0)), (grade, m)
+        assert off.ran == 0
+        for mode in FAST_MODES:
+            with _Mode(mode) as on:
+                y1 = ops.packed_linear_bf16(x, *_args(q), bias)
+                g1 = ops.packed_linear_bf16_grad_input(gy, *_args(q))
+            assert on.ran > 0
+            assert y1.dtype == dtype and g1.dtype == dtype
+            assert torch.equal(_bits(y1), _bits(y0)), (grade, m, mode)
+            assert torch.equal(_bits(g1), _bits(g0)), (grade, m, mode)
 
 
-@needs_amx
+@needs_fast
 def test_ragged_shapes_and_long_reductions():
     # out-features off the 32-column pair and the 128-row task, in-features off the 32-column
     # chunk (S8 per channel: k0 = in_features), grad_input over several blocks of rows (2048 rows
@@ -191,11 +203,12 @@ def test_ragged_shapes_and_long_reductions():
         q = _weight(grade, shape, seed=7)
         x = torch.randn(m, shape[1], generator=torch.Generator().manual_seed(8))
         gy = torch.randn(m, shape[0], generator=torch.Generator().manual_seed(9))
-        with _Mode(1):
-            y1, g1 = ops.packed_linear_bf16(x, *_args(q)), ops.packed_linear_bf16_grad_input(gy, *_args(q))
         with _Mode(0):
             y0, g0 = ops.packed_linear_bf16(x, *_args(q)), ops.packed_linear_bf16_grad_input(gy, *_args(q))
-        assert torch.equal(_bits(y1), _bits(y0)) and torch.equal(_bits(g1), _bits(g0)), (grade, shape)
+        for mode in FAST_MODES:
+            with _Mode(mode):
+                y1, g1 = ops.packed_linear_bf16(x, *_args(q)), ops.packed_linear_bf16_grad_input(gy, *_args(q))
+            assert torch.equal(_bits(y1), _bits(y0)) and torch.equal(_bits(g1), _bits(g0)), (grade, shape, mode)
 
 
 def test_nan_and_infinities():
@@ -212,7 +225,7 @@ def test_nan_and_infinities():
     gy = torch.randn(20, 48, generator=torch.Generator().manual_seed(12))
     gy[1, 3] = float("-inf")
     outs = []
-    for mode in ((1, 0) if AMX else (0,)):
+    for mode in FAST_MODES + (0,):
         with _Mode(mode):
             outs.append((ops.packed_linear_bf16(x, planes, grade, shape), ops.packed_linear_bf16_grad_input(gy, planes, grade, shape)))
     y, gx = outs[0]

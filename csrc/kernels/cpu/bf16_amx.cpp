@@ -1,7 +1,8 @@
 // The bf16 activation law's kernel (bf16_amx.h): packers (AVX512_BF16's
 // vcvtne2ps2bf16 where the CPU has it, the law's from_float otherwise; the
-// two agree bit for bit, tested) and the reduction, on AMX tiles where the
-// CPU follows the law's order, else in a scalar copy of the law.
+// two agree bit for bit, tested) and the reduction: on AMX tiles where the
+// CPU follows the law's order, else on vdpbf16ps where that follows it
+// (bf16_dpbf16.h), else in a scalar copy of the law.
 #include "kernels/cpu/bf16_amx.h"
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 
 #include "grit/bf16_linear.h"
 #include "grit/format.h"
+#include "kernels/cpu/bf16_dpbf16.h"
 
 #if defined(__x86_64__) && defined(__linux__)
 #define GRIT_BF16_X86 1
@@ -27,7 +29,7 @@ namespace cpu {
 namespace {
 
 std::atomic<int> g_mode{-1};
-std::atomic<uint64_t> g_calls{0};
+std::atomic<uint64_t> g_calls{0}, g_dp_calls{0};
 
 // ---- the scalar copies -------------------------------------------------
 
@@ -440,8 +442,9 @@ bool bf16_amx_ready() { return amx_bf16_ready(); }
 bool bf16_amx_ready() { return false; }
 #endif
 
-int set_bf16_amx(int mode) { return g_mode.exchange(mode < 0 ? -1 : (mode > 0 ? 1 : 0)); }
+int set_bf16_amx(int mode) { return g_mode.exchange(mode < 0 ? -1 : std::min(mode, 2)); }
 uint64_t bf16_amx_calls() { return g_calls.load(); }
+uint64_t bf16_dp_calls() { return g_dp_calls.load(); }
 
 void bf16_pack_rows(const float* src, int64_t ld, int64_t m, int64_t len, int64_t mp, uint16_t* A) {
 #if GRIT_BF16_X86
@@ -505,13 +508,19 @@ void bf16_finish_row(const float* acc, const float* bias, int64_t len, void* out
 
 void bf16_gemm(const uint16_t* A, int64_t a_chunks, int64_t c0, int64_t nc, int64_t mp, const uint16_t* B,
                int64_t b_chunks, int64_t npairs, float* C, int64_t ldc, bool accumulate) {
+  const int mode = g_mode.load(std::memory_order_relaxed);
 #if GRIT_BF16_X86
-  if (g_mode.load(std::memory_order_relaxed) != 0 && amx_bf16_ready()) {
+  if (mode != 0 && mode != 2 && amx_bf16_ready()) {
     gemm_amx(A, a_chunks, c0, nc, mp, B, b_chunks, npairs, C, ldc, accumulate);
     g_calls.fetch_add(1, std::memory_order_relaxed);
     return;
   }
 #endif
+  if (mode != 0 && bf16_dp_ready()) {
+    bf16_gemm_dp(A, a_chunks, c0, nc, mp, B, b_chunks, npairs, C, ldc, accumulate);
+    g_dp_calls.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   gemm_scalar(A, a_chunks, c0, nc, mp, B, b_chunks, npairs, C, ldc, accumulate);
 }
 

@@ -14,7 +14,8 @@
 // step 2 of the law for 16 x 16 outputs, when the CPU follows the order the
 // law states. bf16_amx_ready() checks that on this CPU, once, against
 // grit::bf16::chunk; where it does not hold (or there is no AMX-BF16) the
-// same layouts go through a scalar copy of the law.
+// same layouts go through vdpbf16ps (bf16_dpbf16.h, checked the same way)
+// or, without AVX512_BF16, a scalar copy of the law.
 #pragma once
 
 #include <cstdint>
@@ -27,11 +28,15 @@ constexpr int64_t kBf16Tile = 512;  // bfloat16 values per tile of A or B
 // AMX-BF16, AMX-TILE and AVX512_BF16, Linux's grant of the tile state, and
 // the law's order checked on this CPU.
 bool bf16_amx_ready();
-// Tests: 0 runs the scalar copy, 1 (or -1, the default) the tile multiplies
-// where bf16_amx_ready(); returns the previous setting.
+// Tests: 0 runs the scalar copy; 1 (or -1, the default) the tile multiplies
+// where bf16_amx_ready(), else vdpbf16ps where bf16_dp_ready()
+// (bf16_dpbf16.h); 2 vdpbf16ps even where AMX is ready. Returns the
+// previous setting.
 int set_bf16_amx(int mode);
-// Calls of bf16_gemm that ran on tiles, for the tests that must show it.
+// Calls of bf16_gemm that ran on tiles, and on vdpbf16ps, for the tests
+// that must show it.
 uint64_t bf16_amx_calls();
+uint64_t bf16_dp_calls();
 
 // Rows src + i * ld (i < m, len positions each, float32 through the law's
 // from_float) into layout A with mp rows (a multiple of 16) and

@@ -1,8 +1,8 @@
 // The bf16 law's kernel (kernels/cpu/bf16_amx.h): the packers against the
 // law's from_float and the layouts' index formulas, the scalar multiply
 // against grit::bf16::dot on the unpacked operands, and the AMX tile
-// multiplies against the scalar one bit for bit on data sets that reach
-// the flushes, infinities and NaN.
+// multiplies and the vdpbf16ps route (bf16_dpbf16.h) against the scalar one
+// bit for bit on data sets that reach the flushes, infinities and NaN.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,6 +11,7 @@
 
 #include "grit/bf16_linear.h"
 #include "kernels/cpu/bf16_amx.h"
+#include "kernels/cpu/bf16_dpbf16.h"
 #include "kernels/cpu/packed_linear_cpu.h"
 #include "nibble_planes.h"
 
@@ -207,6 +208,51 @@ TEST(Bf16Kernel, TileMultipliesMatchTheScalarLaw) {
   EXPECT_GT(grit::cpu::bf16_amx_calls(), calls);
 }
 
+// The vdpbf16ps route: the scalar copy's bits on every data set, with
+// reductions shorter and longer than its 16-chunk blocks (and not a
+// multiple of them), one to three column pairs, from zero and continuing.
+TEST(Bf16Kernel, VectorDotsMatchTheScalarLaw) {
+  if (!grit::cpu::bf16_dp_ready())
+    GTEST_SKIP() << "this CPU has no AVX512_BF16 (or its vdpbf16ps does not follow the law's order): the "
+                    "scalar copy runs instead";
+  std::mt19937 rng(10);
+  const uint64_t calls = grit::cpu::bf16_dp_calls();
+  for (int set = 0; set < 5; ++set)
+    for (int64_t mp : {32, 96})
+      for (int64_t nc : {1, 5, 16, 21})
+        for (int64_t npairs : {1, 3})
+          for (bool accumulate : {false, true}) {
+            Operands o(rng, set, mp, nc + 2, 1, nc, npairs);
+            std::vector<float> dp = o.C, ref = o.C;
+            {
+              ModeGuard vector(2);
+              grit::cpu::bf16_gemm(o.A.p, o.a_chunks, o.c0, o.nc, o.mp, o.B.p, o.nc, o.npairs, dp.data(), o.ldc,
+                                   accumulate);
+            }
+            {
+              ModeGuard off(0);
+              grit::cpu::bf16_gemm(o.A.p, o.a_chunks, o.c0, o.nc, o.mp, o.B.p, o.nc, o.npairs, ref.data(), o.ldc,
+                                   accumulate);
+            }
+            for (size_t i = 0; i < dp.size(); ++i)
+              ASSERT_TRUE(same(dp[i], ref[i])) << "set " << set << " mp " << mp << " nc " << nc << " npairs " << npairs
+                                               << " acc " << accumulate << " at " << i << ": " << dp[i] << " vs "
+                                               << ref[i];
+          }
+  EXPECT_GT(grit::cpu::bf16_dp_calls(), calls);
+}
+
+// The route restores the caller's MXCSR (it sets flush-to-zero for its own adds).
+TEST(Bf16Kernel, VectorDotsLeaveTheFloatEnvironment) {
+  if (!grit::cpu::bf16_dp_ready()) GTEST_SKIP() << "this CPU has no AVX512_BF16 vdpbf16ps route";
+  std::mt19937 rng(12);
+  Operands o(rng, 0, 32, 3, 0, 3, 1);
+  ModeGuard vector(2);
+  volatile float tiny = 0x1p-126f;
+  grit::cpu::bf16_gemm(o.A.p, o.a_chunks, 0, 3, o.mp, o.B.p, 3, 1, o.C.data(), o.ldc, false);
+  EXPECT_EQ(tiny * 0.5f, 0x1p-127f);  // a subnormal result survives: no flush-to-zero left behind
+}
+
 // bf16_finish_row: the sum with the bias in binary32, a NaN canonical, and
 // the bfloat16 store rounding to nearest even (ties, subnormals, overflow to
 // infinity) for any length, with and without a bias.
@@ -247,8 +293,10 @@ TEST(Bf16Kernel, FinishRowIsStepThreeOfTheLaw) {
 // C, gives one multiply's bits: the forward's parts of a long k.
 TEST(Bf16Kernel, AReductionInPartsContinuesTheChain) {
   std::mt19937 rng(13);
-  for (int mode : {0, 1}) {
-    if (mode == 1 && !grit::cpu::bf16_amx_ready()) continue;  // the scalar copy alone is checked then
+  for (int mode : {0, 1, 2}) {
+    // the scalar copy is checked always, the tiles and vdpbf16ps where this CPU runs them
+    if (mode == 1 && !grit::cpu::bf16_amx_ready()) continue;
+    if (mode == 2 && !grit::cpu::bf16_dp_ready()) continue;
     ModeGuard guard(mode);
     for (int set = 0; set < 5; ++set)
       for (bool accumulate : {false, true}) {

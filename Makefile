@@ -43,6 +43,7 @@ test-cpp: sysdeps
 	ctest --test-dir $(CMAKE_BUILD) --output-on-failure
 	$(CXX) -std=c++17 -fopenmp -fsyntax-only benchmarks/probe_block_sum_gemv.cpp  # a measurement, kept compiling
 	$(CXX) -std=c++17 -fsyntax-only benchmarks/probe_amx_bf16_order.cpp  # the same
+	$(CXX) -std=c++20 -Icsrc -fsyntax-only benchmarks/probe_bf16_dp.cpp  # the same
 
 test-py: build libtorch-example
 	$(PY) -m pytest tests/python

@@ -15,7 +15,8 @@ packed kernel); runs in seconds on a CPU (``--hidden 4096 --batch 512``
 for training-size layers). ``--bf16`` trains in bfloat16 instead: the model,
 adapters and data in bfloat16 and the packed layers under the bf16
 activation law (``activations="bf16"``: AMX tile multiplies where the CPU
-has them), against the same loop over the bfloat16 float model.
+has them, else AVX512_BF16's vdpbf16ps), against the same loop over the
+bfloat16 float model.
 
     .venv/bin/python examples/lora_finetune.py --grade NVF4 --rank 8
     .venv/bin/python examples/lora_finetune.py --hidden 4096 --batch 512 --steps 30 --bf16

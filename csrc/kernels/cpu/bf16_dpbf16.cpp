@@ -35,6 +35,9 @@ namespace {
 // KiB, which stays in L1 while every batch row block runs over it (8 and 4
 // chunks ran slower, one thread at batch 512).
 constexpr int64_t kBlockChunks = 16;
+// Batch rows per panel: A's part for one block of chunks (256 rows x 16
+// chunks: 256 KiB) stays in L2 while every column pair runs over it.
+constexpr int64_t kPanelRows = 256;
 // Batch rows per micro-kernel call (a divisor of 32): 2 halves x 4 rows of E,
 // O and acc are 24 registers (6 rows with acc waiting in C ran slower).
 constexpr int kRows = 4;
@@ -126,13 +129,16 @@ void gemm_dp(const uint16_t* A, int64_t a_chunks, int64_t c0, int64_t nc, int64_
   // One third faster than flushing by compare and mask.
   const unsigned csr = _mm_getcsr();
   _mm_setcsr(csr | 0x8000u);
-  for (int64_t cb = 0; cb < nc; cb += kBlockChunks) {
-    const int64_t n = std::min(kBlockChunks, nc - cb);
-    const bool zero = !accumulate && cb == 0;
-    for (int64_t pair = 0; pair < npairs; ++pair) {
-      chain_pairs(B + (pair * b_chunks + cb) * 2 * kBf16Tile, n, P);
-      for (int64_t i0 = 0; i0 < mp; i0 += kRows)
-        rows_over_pairs<kRows>(A, a_chunks, c0 + cb, n, i0, P, C + i0 * ldc + 32 * pair, ldc, zero);
+  for (int64_t r0 = 0; r0 < mp; r0 += kPanelRows) {
+    const int64_t r1 = std::min(mp, r0 + kPanelRows);
+    for (int64_t cb = 0; cb < nc; cb += kBlockChunks) {
+      const int64_t n = std::min(kBlockChunks, nc - cb);
+      const bool zero = !accumulate && cb == 0;
+      for (int64_t pair = 0; pair < npairs; ++pair) {
+        chain_pairs(B + (pair * b_chunks + cb) * 2 * kBf16Tile, n, P);
+        for (int64_t i0 = r0; i0 < r1; i0 += kRows)
+          rows_over_pairs<kRows>(A, a_chunks, c0 + cb, n, i0, P, C + i0 * ldc + 32 * pair, ldc, zero);
+      }
     }
   }
   _mm_setcsr(csr);

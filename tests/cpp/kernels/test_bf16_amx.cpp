@@ -210,7 +210,8 @@ TEST(Bf16Kernel, TileMultipliesMatchTheScalarLaw) {
 
 // The vdpbf16ps route: the scalar copy's bits on every data set, with
 // reductions shorter and longer than its 16-chunk blocks (and not a
-// multiple of them), one to three column pairs, from zero and continuing.
+// multiple of them), batches within and past its 256-row panels, one to
+// three column pairs, from zero and continuing.
 TEST(Bf16Kernel, VectorDotsMatchTheScalarLaw) {
   if (!grit::cpu::bf16_dp_ready())
     GTEST_SKIP() << "this CPU has no AVX512_BF16 (or its vdpbf16ps does not follow the law's order): the "
@@ -218,7 +219,7 @@ TEST(Bf16Kernel, VectorDotsMatchTheScalarLaw) {
   std::mt19937 rng(10);
   const uint64_t calls = grit::cpu::bf16_dp_calls();
   for (int set = 0; set < 5; ++set)
-    for (int64_t mp : {32, 96})
+    for (int64_t mp : {32, 96, 288})
       for (int64_t nc : {1, 5, 16, 21})
         for (int64_t npairs : {1, 3})
           for (bool accumulate : {false, true}) {

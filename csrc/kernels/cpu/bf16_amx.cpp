@@ -12,6 +12,7 @@
 
 #include "grit/bf16_linear.h"
 #include "grit/format.h"
+#include "kernels/cpu/bf16_check_data.h"
 #include "kernels/cpu/bf16_dpbf16.h"
 
 #if defined(__x86_64__) && defined(__linux__)
@@ -341,23 +342,7 @@ bool cpu_has_bf16_vector() {
 
 // ---- the order check ------------------------------------------------------
 
-uint64_t g_rng = 0x2545F4914F6CDD1Dull;
-uint64_t next_random() {
-  g_rng ^= g_rng << 13;
-  g_rng ^= g_rng >> 7;
-  g_rng ^= g_rng << 17;
-  return g_rng;
-}
-
-// A bfloat16 with exponent field in [lo, hi]; a quarter subnormal when asked,
-// one in 64 infinite when asked.
-uint16_t random_bf16(int lo, int hi, bool subnormals, bool specials) {
-  const uint64_t r = next_random();
-  int e = lo + static_cast<int>(r % static_cast<uint64_t>(hi - lo + 1));
-  if (subnormals && (r >> 40) % 4 == 0) e = 0;
-  if (specials && (r >> 44) % 64 == 0) return static_cast<uint16_t>(((r >> 20) & 1) << 15 | 0x7F80);
-  return static_cast<uint16_t>(((r >> 20) & 1) << 15 | e << 7 | ((r >> 8) & 0x7F));
-}
+Bf16CheckData g_data{0x2545F4914F6CDD1Dull};
 
 bool same_bits(float a, float b) {
   if (std::isnan(a) && std::isnan(b)) return true;  // the law makes every NaN result canonical
@@ -373,15 +358,11 @@ bool check_set(int lo, int hi, bool subnormals, bool zero_acc, bool specials, in
   for (int trial = 0; trial < trials; ++trial) {
     for (int i = 0; i < 16; ++i)
       for (int j = 0; j < 32; ++j) {
-        a[i][j] = random_bf16(lo, hi, subnormals, specials);
-        b[i][j] = random_bf16(lo, hi, subnormals, specials);
+        a[i][j] = g_data.operand(lo, hi, subnormals, specials);
+        b[i][j] = g_data.operand(lo, hi, subnormals, specials);
       }
     for (int i = 0; i < 16; ++i)
-      for (int j = 0; j < 16; ++j) {
-        // a float32 accumulator as the law leaves one: normal (any mantissa) or zero
-        const uint32_t u = static_cast<uint32_t>(next_random());
-        c0[i][j] = c[i][j] = zero_acc ? 0.0f : bf16::flush(bf16::float_of((u & 0x807FFFFFu) | (120u + u % 16) << 23));
-      }
+      for (int j = 0; j < 16; ++j) c0[i][j] = c[i][j] = g_data.sum(zero_acc);
     _tile_loadd(0, c, 64);
     _tile_loadd(4, a, 64);
     _tile_loadd(6, b, 64);

@@ -5,6 +5,7 @@
 
 #include "grit/bf16_linear.h"
 #include "kernels/cpu/bf16_amx.h"
+#include "kernels/cpu/bf16_check_data.h"
 
 #if defined(__x86_64__)
 #define GRIT_DP_X86 1
@@ -146,23 +147,7 @@ void gemm_dp(const uint16_t* A, int64_t a_chunks, int64_t c0, int64_t nc, int64_
 
 // ---- the order check ------------------------------------------------------
 
-uint64_t g_rng = 0x9E3779B97F4A7C15ull;
-uint64_t next_random() {
-  g_rng ^= g_rng << 13;
-  g_rng ^= g_rng >> 7;
-  g_rng ^= g_rng << 17;
-  return g_rng;
-}
-
-// A bfloat16 with exponent field in [lo, hi]; a quarter subnormal when asked,
-// one in 64 infinite when asked.
-uint16_t random_bf16(int lo, int hi, bool subnormals, bool specials) {
-  const uint64_t r = next_random();
-  int e = lo + static_cast<int>(r % static_cast<uint64_t>(hi - lo + 1));
-  if (subnormals && (r >> 40) % 4 == 0) e = 0;
-  if (specials && (r >> 44) % 64 == 0) return static_cast<uint16_t>(((r >> 20) & 1) << 15 | 0x7F80);
-  return static_cast<uint16_t>(((r >> 20) & 1) << 15 | e << 7 | ((r >> 8) & 0x7F));
-}
+Bf16CheckData g_data{0x9E3779B97F4A7C15ull};
 
 // One data set: 32 rows of A and one column pair of B, two chunks, on C
 // preloaded as the law leaves a sum (normal or zero) or from zero; every
@@ -173,12 +158,9 @@ bool check_set(int lo, int hi, bool subnormals, bool zero_acc, bool specials, in
   alignas(64) float c[32 * 32], c0[32 * 32];
   float av[32], bv[32];
   for (int trial = 0; trial < trials; ++trial) {
-    for (auto& v : a) v = random_bf16(lo, hi, subnormals, specials);
-    for (auto& v : b) v = random_bf16(lo, hi, subnormals, specials);
-    for (int i = 0; i < 32 * 32; ++i) {
-      const uint32_t u = static_cast<uint32_t>(next_random());
-      c0[i] = c[i] = zero_acc ? 0.0f : bf16::flush(bf16::float_of((u & 0x807FFFFFu) | (120u + u % 16) << 23));
-    }
+    for (auto& v : a) v = g_data.operand(lo, hi, subnormals, specials);
+    for (auto& v : b) v = g_data.operand(lo, hi, subnormals, specials);
+    for (int i = 0; i < 32 * 32; ++i) c0[i] = c[i] = g_data.sum(zero_acc);
     gemm_dp(a, kChunks, 0, kChunks, 32, b, kChunks, 1, c, 32, !zero_acc);
     for (int i = 0; i < 32; ++i)
       for (int col = 0; col < 32; ++col) {
